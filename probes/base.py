@@ -1,0 +1,58 @@
+"""The probe seam: what a probe is given, the one method it has, and how one is built."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol, runtime_checkable
+
+from reconciler.domain import Intent, Observation, Receipt
+
+
+def utc_now() -> datetime:
+    """The default clock of probes: an observation's time is always timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeTarget:
+    """An operation's identity, as much as a probe needs to find its effect."""
+
+    operation_id: str
+    idempotency_key: str | None
+    provider: str
+    action: str
+    request_hash: str
+    correlation: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, intent: Intent) -> ProbeTarget:
+        return cls(intent.operation_id, intent.idempotency_key, intent.provider, intent.action,
+                   intent.request_hash, dict(intent.correlation))
+
+
+@runtime_checkable
+class Probe(Protocol):
+    """Reads the provider and reports one piece of evidence about one operation.
+
+    Returns an `Observation` (authority, matches, when, and an error when `unavailable`) or, for
+    a lookup of the provider's own record of a key, a `Receipt`. It must not raise for provider
+    trouble: an error is an `unavailable` observation, evidence of nothing.
+    """
+
+    name: str
+
+    def probe(self, target: ProbeTarget) -> Observation | Receipt: ...
+
+
+class ProbeFactory(Protocol):
+    """Builds a probe: what a name in the registry (or a plugin's entry point) resolves to.
+
+    `name` is the probe's own name (it goes into every `Observation.probe`), `options` its
+    configuration table (already checked for inline secrets) and `env` the environment to read
+    credentials from. Raise `probes.errors.ProbeConfigError` for bad options.
+    """
+
+    def __call__(self, name: str, options: Mapping[str, Any], env: Mapping[str, str]) -> Probe:
+        ...

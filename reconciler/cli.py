@@ -1,0 +1,100 @@
+"""The `reconciler` command line."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from reconciler.fixtures import fixture_files
+from reconciler.replay import ExpectResult, ReplayReport, replay
+
+app = typer.Typer(
+    help="Effect-receipt reconciler: record intents, probe providers, gate every retry.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+@app.callback()
+def _root() -> None:
+    """Effect-receipt reconciler: record intents, probe providers, gate every retry."""
+
+
+#: Exit codes: 0 all good, 1 an expectation failed (with --check), 2 the input is bad.
+EXIT_FAILED, EXIT_BAD_INPUT = 1, 2
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
+                     .rstrip() for row in rows)
+
+
+def _row(result: ExpectResult) -> list[str]:
+    got = result.got
+    if result.retry_expected is not None:
+        got += f" (retry {'allowed' if result.retry_allowed else 'refused'})"
+    expected = result.expected
+    if result.retry_expected is not None:
+        expected += f" (retry {'allowed' if result.retry_expected else 'refused'})"
+    missing = f" MISSING {','.join(result.missing_findings)}" if result.missing_findings else ""
+    return [f"{result.path}:{result.line}", result.operation_id, expected, got,
+            ",".join(result.findings) + missing, "pass" if result.passed else "FAIL"]
+
+
+def _print_report(report: ReplayReport, fmt: Format) -> None:
+    if fmt is Format.json:
+        typer.echo(json.dumps({
+            "results": [{
+                "location": f"{r.path}:{r.line}", "operation_id": r.operation_id,
+                "expected": r.expected, "got": r.got, "retry_expected": r.retry_expected,
+                "retry_allowed": r.retry_allowed, "findings": list(r.findings),
+                "missing_findings": list(r.missing_findings), "passed": r.passed,
+            } for r in report.results],
+            "errors": [{"path": e.path, "line": e.line, "error": e.reason}
+                       for e in report.errors],
+            "passed": report.passed, "failed": report.failed,
+        }, indent=2))
+        return
+    if report.results:
+        header = ["where", "operation", "expected", "got", "findings", "result"]
+        typer.echo(_table([header] + [_row(r) for r in report.results]))
+    typer.echo(f"{report.passed} passed, {report.failed} failed")
+
+
+@app.command("replay")
+def replay_command(
+    paths: Annotated[list[Path], typer.Argument(
+        help="NDJSON fixture files, or directories to search for *.ndjson.")],
+    check: Annotated[bool, typer.Option(
+        "--check", help="Exit 1 if any expectation fails (2 on invalid input, always).")] = False,
+    fmt: Annotated[Format, typer.Option(
+        "--format", help="table: one row per expect; json: machine-readable.")] = Format.table,
+) -> None:
+    """Replay SPEC-format NDJSON fixtures on a virtual clock and compare each `expect`."""
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        typer.echo(f"error: no such file or directory: {', '.join(map(str, missing))}",
+                   err=True)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    files = fixture_files(paths)
+    if not files:
+        typer.echo(f"error: no *.ndjson files under {', '.join(map(str, paths))}", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    report = replay(files)
+    _print_report(report, fmt)
+    for error in report.errors:
+        typer.echo(f"error: {error}", err=True)
+    if report.errors:
+        raise typer.Exit(EXIT_BAD_INPUT)
+    if check and report.failed:
+        raise typer.Exit(EXIT_FAILED)

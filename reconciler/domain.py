@@ -1,0 +1,225 @@
+"""The facts the reconciler records about an operation, as plain immutable data (SPEC section 2).
+
+Three layers per operation: the *intent* (what the agent committed to, before dispatch), the
+*attempts* (what the caller saw on the wire) and the *evidence* (what the provider says happened:
+receipts, probe observations, and a human's resolution or approval). None of them holds a secret,
+a message body or full tool arguments: only hashes, identities and references.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import TypeVar
+
+
+class Effect(StrEnum):
+    """The side-effect class of an action: how dangerous a second dispatch is."""
+
+    READ_ONLY = "read_only"
+    IDEMPOTENT_WRITE = "idempotent_write"
+    NON_IDEMPOTENT = "non_idempotent"
+
+
+class Outcome(StrEnum):
+    """What the caller saw of one attempt."""
+
+    RESPONSE = "response"
+    TIMEOUT = "timeout"
+    CONNECTION_ERROR = "connection_error"
+    NOT_SENT = "not_sent"
+
+
+class Authority(StrEnum):
+    """How much an observation proves (SPEC section 3)."""
+
+    AUTHORITATIVE = "authoritative"
+    LAGGING = "lagging"
+    WEAK = "weak"
+    UNAVAILABLE = "unavailable"
+    HUMAN = "human"
+
+
+class Verdict(StrEnum):
+    """The reconciler's answer about an operation (SPEC section 4)."""
+
+    DUPLICATE_EFFECT = "duplicate_effect"
+    UNSAFE_RETRY = "unsafe_retry"
+    FALSE_SUCCESS = "false_success"
+    VERIFIED_APPLIED = "verified_applied"
+    VERIFIED_NOT_APPLIED = "verified_not_applied"
+    INDETERMINATE = "indeterminate"
+
+
+#: The only verdicts a human resolution may decide.
+HUMAN_VERDICTS = frozenset({Verdict.VERIFIED_APPLIED, Verdict.VERIFIED_NOT_APPLIED})
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderContract:
+    """What a provider promises; configuration, one per provider name.
+
+    Defaults are the cautious reading: a 60 s visibility lag for lagging reads, a 24 h key
+    retention (Stripe's), three attempts in all, one hour to reconcile before a human is asked.
+    """
+
+    name: str
+    idempotency_keys: bool = False
+    key_retention_s: float = 86_400.0
+    visibility_lag_s: float = 60.0
+    max_attempts: int = 3
+    reconcile_deadline_s: float = 3_600.0
+    compensable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """The logical operation the agent committed to, recorded before dispatch."""
+
+    operation_id: str
+    request_hash: str
+    idempotency_key: str | None
+    provider: str
+    action: str
+    effect: Effect
+    at: datetime
+    run_id: str | None = None
+    tool_call_id: str | None = None
+    #: References probes need to find the effect (a channel id, a repository), never content.
+    correlation: Mapping[str, str] = field(default_factory=dict)
+
+    def same_identity(self, other: Intent) -> bool:
+        """True when `other` is an identical repeat of this intent (times may differ)."""
+        return (self.request_hash, self.idempotency_key, self.provider, self.action,
+                self.effect) == (other.request_hash, other.idempotency_key, other.provider,
+                                 other.action, other.effect)
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """One effect a probe (or a response body) found at the provider."""
+
+    provider_ref: str
+    request_hash: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One dispatch and its transport outcome; `at` is the dispatch time."""
+
+    operation_id: str
+    number: int
+    idempotency_key: str | None
+    request_hash: str
+    at: datetime
+    outcome: Outcome
+    status: int | None = None
+    receipt: Match | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        """A 2xx response: the provider claims it did the work."""
+        return self.outcome is Outcome.RESPONSE and self.status is not None and (
+            200 <= self.status < 300)
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """Provider evidence of processing: an idempotent replay, a receipt lookup, a webhook."""
+
+    operation_id: str
+    at: datetime
+    provider_ref: str
+    request_hash: str | None
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one probe saw at one time."""
+
+    operation_id: str
+    at: datetime
+    probe: str
+    authority: Authority
+    matches: tuple[Match, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """A human's decision on the verdict (kept as evidence with authority `human`)."""
+
+    operation_id: str
+    at: datetime
+    verdict: Verdict
+    actor: str
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """A human approves the next retry of an action that cannot be compensated."""
+
+    operation_id: str
+    at: datetime
+    actor: str
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class IntentConflict:
+    """Somebody tried to record this operation id again with another hash or key."""
+
+    operation_id: str
+    at: datetime
+    request_hash: str
+    idempotency_key: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedRetry:
+    """The retry gate refused a caller who would have retried with another key or hash."""
+
+    operation_id: str
+    at: datetime
+    request_hash: str
+    idempotency_key: str | None
+    holder: str
+
+
+Evidence = Receipt | Observation | Resolution | Approval | IntentConflict | RefusedRetry
+E = TypeVar("E", Receipt, Observation, Resolution, Approval, IntentConflict, RefusedRetry)
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """Everything recorded about one operation: the input of the verdict engine."""
+
+    intent: Intent
+    attempts: tuple[Attempt, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+
+    def of(self, kind: type[E]) -> list[E]:
+        """The evidence of one kind, in recorded order."""
+        return [e for e in self.evidence if isinstance(e, kind)]
+
+    def before(self, when: datetime, attempts_below: int) -> Facts:
+        """What was known just before a dispatch at `when` of attempt number `attempts_below`."""
+        return replace(
+            self,
+            attempts=tuple(a for a in self.attempts if a.number < attempts_below),
+            evidence=tuple(e for e in self.evidence if e.at < when),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The engine's answer: a verdict, every finding that holds, what to do next."""
+
+    verdict: Verdict
+    findings: tuple[str, ...]
+    next_action: str
+    retry_allowed: bool

@@ -1,0 +1,56 @@
+"""The ledger: the store and the verdict engine together. Everything that records a fact or asks
+for a verdict (replay, the reconciler, the HTTP service) goes through here, so they all agree."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from reconciler.domain import Attempt, Decision, Evidence, Facts, Intent
+from reconciler.store import Store
+from reconciler.verdicts import evaluate
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """An operation's facts and the decision drawn from them at one time."""
+
+    facts: Facts
+    decision: Decision
+    at: datetime
+
+
+class Ledger:
+    """Records facts about operations and decides their verdicts."""
+
+    def __init__(self, store: Store, clock: Callable[[], datetime] = utcnow) -> None:
+        self.store = store
+        self.clock = clock
+
+    def record_intent(self, intent: Intent) -> bool:
+        """True if new, False for an identical repeat; IntentConflictError otherwise."""
+        created = self.store.record_intent(intent)
+        if created:
+            self.judge(intent.operation_id)
+        return created
+
+    def record_attempt(self, attempt: Attempt) -> Judgement:
+        self.store.record_attempt(attempt)
+        return self.judge(attempt.operation_id)
+
+    def record_evidence(self, evidence: Evidence) -> Judgement:
+        self.store.record_evidence(evidence)
+        return self.judge(evidence.operation_id)
+
+    def judge(self, operation_id: str, now: datetime | None = None) -> Judgement:
+        """Decide the verdict from everything recorded, and cache it in the store."""
+        at = now or self.clock()
+        facts = self.store.facts(operation_id)
+        decision = evaluate(facts, self.store.contract(facts.intent.provider), at)
+        self.store.save_decision(operation_id, decision, at)
+        return Judgement(facts, decision, at)

@@ -1,0 +1,126 @@
+"""Translation between domain facts and table rows, both ways. Nothing else."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from reconciler.domain import (
+    Approval,
+    Attempt,
+    Authority,
+    Effect,
+    Evidence,
+    Intent,
+    IntentConflict,
+    Match,
+    Observation,
+    Outcome,
+    ProviderContract,
+    Receipt,
+    RefusedRetry,
+    Resolution,
+    Verdict,
+)
+from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, ProviderRow
+
+
+def intent_row(intent: Intent) -> IntentRow:
+    return IntentRow(
+        operation_id=intent.operation_id, request_hash=intent.request_hash,
+        idempotency_key=intent.idempotency_key, provider=intent.provider, action=intent.action,
+        effect=intent.effect.value, at=intent.at, run_id=intent.run_id,
+        tool_call_id=intent.tool_call_id, correlation=json.dumps(dict(intent.correlation)))
+
+
+def intent_of(row: IntentRow) -> Intent:
+    return Intent(
+        operation_id=row.operation_id, request_hash=row.request_hash,
+        idempotency_key=row.idempotency_key, provider=row.provider, action=row.action,
+        effect=Effect(row.effect), at=row.at, run_id=row.run_id, tool_call_id=row.tool_call_id,
+        correlation=json.loads(row.correlation))
+
+
+def attempt_row(attempt: Attempt) -> AttemptRow:
+    return AttemptRow(
+        operation_id=attempt.operation_id, number=attempt.number,
+        idempotency_key=attempt.idempotency_key, request_hash=attempt.request_hash,
+        at=attempt.at, outcome=attempt.outcome.value, status=attempt.status,
+        receipt_ref=attempt.receipt.provider_ref if attempt.receipt else None,
+        receipt_hash=attempt.receipt.request_hash if attempt.receipt else None)
+
+
+def attempt_of(row: AttemptRow) -> Attempt:
+    return Attempt(
+        operation_id=row.operation_id, number=row.number, idempotency_key=row.idempotency_key,
+        request_hash=row.request_hash, at=row.at, outcome=Outcome(row.outcome),
+        status=row.status,
+        receipt=Match(row.receipt_ref, row.receipt_hash) if row.receipt_ref is not None else None)
+
+
+def evidence_row(evidence: Evidence) -> EvidenceRow:
+    common: dict[str, Any] = {"operation_id": evidence.operation_id, "at": evidence.at}
+    match evidence:
+        case Receipt():
+            return EvidenceRow(kind="receipt", source=evidence.source,
+                               provider_ref=evidence.provider_ref,
+                               request_hash=evidence.request_hash, **common)
+        case Observation():
+            matches = [{"provider_ref": m.provider_ref, "request_hash": m.request_hash}
+                       for m in evidence.matches]
+            return EvidenceRow(kind="observation", source=evidence.probe,
+                               authority=evidence.authority.value, matches=json.dumps(matches),
+                               error=evidence.error[:500] if evidence.error else None, **common)
+        case Resolution():
+            return EvidenceRow(kind="resolution", authority=Authority.HUMAN.value,
+                               verdict=evidence.verdict.value, actor=evidence.actor,
+                               note=evidence.note, **common)
+        case Approval():
+            return EvidenceRow(kind="approval", authority=Authority.HUMAN.value,
+                               actor=evidence.actor, note=evidence.note, **common)
+        case IntentConflict():
+            return EvidenceRow(kind="intent_conflict", request_hash=evidence.request_hash,
+                               idempotency_key=evidence.idempotency_key, **common)
+        case RefusedRetry():
+            return EvidenceRow(kind="refused_retry", request_hash=evidence.request_hash,
+                               idempotency_key=evidence.idempotency_key, actor=evidence.holder,
+                               **common)
+    raise TypeError(f"not evidence: {evidence!r}")
+
+
+def evidence_of(row: EvidenceRow) -> Evidence:
+    op, at = row.operation_id, row.at
+    match row.kind:
+        case "receipt":
+            return Receipt(op, at, row.provider_ref or "", row.request_hash, row.source or "")
+        case "observation":
+            matches = tuple(Match(m["provider_ref"], m.get("request_hash"))
+                            for m in json.loads(row.matches or "[]"))
+            return Observation(op, at, row.source or "", Authority(row.authority or ""), matches,
+                               row.error)
+        case "resolution":
+            return Resolution(op, at, Verdict(row.verdict or ""), row.actor or "", row.note or "")
+        case "approval":
+            return Approval(op, at, row.actor or "", row.note or "")
+        case "intent_conflict":
+            return IntentConflict(op, at, row.request_hash or "", row.idempotency_key)
+        case "refused_retry":
+            return RefusedRetry(op, at, row.request_hash or "", row.idempotency_key,
+                                row.actor or "")
+    raise ValueError(f"unknown evidence kind {row.kind!r} in row {row.id}")
+
+
+def provider_row(contract: ProviderContract) -> ProviderRow:
+    return ProviderRow(
+        name=contract.name, idempotency_keys=contract.idempotency_keys,
+        key_retention_s=contract.key_retention_s, visibility_lag_s=contract.visibility_lag_s,
+        max_attempts=contract.max_attempts, reconcile_deadline_s=contract.reconcile_deadline_s,
+        compensable=contract.compensable)
+
+
+def contract_of(row: ProviderRow) -> ProviderContract:
+    return ProviderContract(
+        name=row.name, idempotency_keys=row.idempotency_keys,
+        key_retention_s=row.key_retention_s, visibility_lag_s=row.visibility_lag_s,
+        max_attempts=row.max_attempts, reconcile_deadline_s=row.reconcile_deadline_s,
+        compensable=row.compensable)

@@ -1,0 +1,161 @@
+"""`SqlStore`: the receipt store on SQLAlchemy (SQLite by default, PostgreSQL for fleets)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlmodel import Session, col, select
+
+from reconciler.domain import (
+    Attempt,
+    Decision,
+    Evidence,
+    Facts,
+    Intent,
+    IntentConflict,
+    ProviderContract,
+)
+from reconciler.errors import (
+    AttemptConflictError,
+    IntentConflictError,
+    StoreUnavailableError,
+    UnknownOperationError,
+)
+from reconciler.store import rows
+from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, ProviderRow, StateRow
+
+
+@dataclass(frozen=True, slots=True)
+class OperationSummary:
+    """One line of the operations list."""
+
+    operation_id: str
+    provider: str
+    action: str
+    verdict: str
+    next_action: str
+    escalated: bool
+    updated_at: datetime
+
+
+class SqlStore:
+    """The store on one SQLAlchemy engine. Thread-safe: each call has its own session."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """One transaction; a store that cannot be reached is a StoreUnavailableError."""
+        try:
+            with Session(self.engine, expire_on_commit=False) as session, session.begin():
+                yield session
+        except OperationalError as exc:
+            raise StoreUnavailableError(f"receipt store unavailable: {exc.orig}") from exc
+
+    def record_intent(self, intent: Intent) -> bool:
+        try:
+            with self.session() as s:
+                existing = s.get(IntentRow, intent.operation_id)
+                if existing is None:
+                    s.add(rows.intent_row(intent))
+                    s.flush()
+                    return True
+        except IntegrityError:
+            # Two first recordings raced; the loser compares against the winner below.
+            pass
+        with self.session() as s:
+            existing = s.get(IntentRow, intent.operation_id)
+            assert existing is not None
+            if rows.intent_of(existing).same_identity(intent):
+                return False
+            s.add(rows.evidence_row(IntentConflict(
+                intent.operation_id, intent.at, intent.request_hash, intent.idempotency_key)))
+        raise IntentConflictError(
+            f"operation {intent.operation_id!r} is already recorded with request hash "
+            f"{existing.request_hash} and key {existing.idempotency_key!r}; a different "
+            "operation needs a new operation id", operation_id=intent.operation_id)
+
+    def record_attempt(self, attempt: Attempt) -> bool:
+        with self.session() as s:
+            self._require(s, attempt.operation_id)
+            existing = s.exec(select(AttemptRow).where(
+                AttemptRow.operation_id == attempt.operation_id,
+                AttemptRow.number == attempt.number)).first()
+            if existing is None:
+                s.add(rows.attempt_row(attempt))
+                return True
+        if rows.attempt_of(existing) == attempt:
+            return False
+        raise AttemptConflictError(
+            f"attempt {attempt.number} of {attempt.operation_id!r} is already recorded with "
+            "other facts; record the next attempt with the next number",
+            operation_id=attempt.operation_id)
+
+    def record_evidence(self, evidence: Evidence) -> None:
+        with self.session() as s:
+            self._require(s, evidence.operation_id)
+            s.add(rows.evidence_row(evidence))
+
+    def facts(self, operation_id: str) -> Facts:
+        with self.session() as s:
+            intent = self._require(s, operation_id)
+            attempts = s.exec(select(AttemptRow).where(AttemptRow.operation_id == operation_id)
+                              .order_by(col(AttemptRow.number))).all()
+            evidence = s.exec(select(EvidenceRow).where(EvidenceRow.operation_id == operation_id)
+                              .order_by(col(EvidenceRow.id))).all()
+            return Facts(intent=rows.intent_of(intent),
+                         attempts=tuple(rows.attempt_of(a) for a in attempts),
+                         evidence=tuple(rows.evidence_of(e) for e in evidence))
+
+    def contract(self, provider: str) -> ProviderContract:
+        with self.session() as s:
+            row = s.get(ProviderRow, provider)
+            return rows.contract_of(row) if row else ProviderContract(name=provider)
+
+    def put_contract(self, contract: ProviderContract) -> None:
+        with self.session() as s:
+            s.merge(rows.provider_row(contract))
+
+    def save_decision(self, operation_id: str, decision: Decision, now: datetime) -> None:
+        """Cache the latest verdict for listing and scheduling; the facts stay the truth."""
+        with self.session() as s:
+            state = s.get(StateRow, operation_id)
+            if state is None:
+                state = StateRow(operation_id=operation_id, verdict=decision.verdict.value,
+                                 next_action=decision.next_action, updated_at=now)
+            state.verdict = decision.verdict.value
+            state.next_action = decision.next_action
+            state.updated_at = now
+            s.add(state)
+
+    def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
+                        after: str | None = None, limit: int = 50) -> list[OperationSummary]:
+        """Operations in id order, `limit` at a time, starting after the `after` cursor."""
+        query = select(IntentRow, StateRow).join(
+            StateRow, col(StateRow.operation_id) == col(IntentRow.operation_id))
+        if verdict is not None:
+            query = query.where(StateRow.verdict == verdict)
+        if escalated is not None:
+            query = query.where(StateRow.escalated == escalated)
+        if after is not None:
+            query = query.where(col(IntentRow.operation_id) > after)
+        query = query.order_by(col(IntentRow.operation_id)).limit(limit)
+        with self.session() as s:
+            return [OperationSummary(i.operation_id, i.provider, i.action, st.verdict,
+                                     st.next_action, st.escalated, st.updated_at)
+                    for i, st in s.exec(query).all()]
+
+    @staticmethod
+    def _require(s: Session, operation_id: str) -> IntentRow:
+        intent = s.get(IntentRow, operation_id)
+        if intent is None:
+            raise UnknownOperationError(
+                f"no intent is recorded for operation {operation_id!r}; record the intent "
+                "before its attempts and evidence", operation_id=operation_id)
+        return intent

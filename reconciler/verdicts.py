@@ -1,0 +1,327 @@
+"""The verdict engine: SPEC section 4 as plain functions over plain data. No I/O, no clock reads.
+
+Read it beside the SPEC: `evaluate` walks rules 1 to 7 in order, the first rule that holds is the
+verdict, and every rule that holds is listed in the findings. A human resolution recorded after
+the latest evidence decides the verdict; the rules still report what they see.
+
+When a reading is ambiguous this module takes the one that can never cause a second real-world
+effect: a zero at the very instant of a dispatch is not after it; a refused retry request counts
+as an unsafe one; any newer observation, even a hint, supersedes a human resolution; and a retry
+is granted only by a provider with idempotency keys (rule 6: "a retry with the same key"), and
+only when nothing in rule 2 holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from reconciler.domain import (
+    Approval,
+    Attempt,
+    Authority,
+    Decision,
+    Effect,
+    Facts,
+    IntentConflict,
+    Observation,
+    ProviderContract,
+    Receipt,
+    RefusedRetry,
+    Resolution,
+    Verdict,
+)
+
+
+class Finding:
+    """Names of the facts the engine reports. Stable: fixtures and clients match on them."""
+
+    #: Rule 1: two or more distinct provider refs from authoritative or lagging probes.
+    DUPLICATE_EFFECT = "duplicate_effect"
+    #: Rule 2 holds (one or more of the four findings below says why).
+    UNSAFE_RETRY = "unsafe_retry"
+    #: Rule 2: an attempt used another idempotency key or request hash than the intent.
+    INCONSISTENT_ATTEMPT = "inconsistent_attempt"
+    #: Rule 2: attempt n>=2 of a non_idempotent action sent while not verified_not_applied.
+    BLIND_RETRY = "blind_retry"
+    #: Rule 2: a retry sent more than key_retention_s after the first attempt.
+    RETRY_AFTER_RETENTION = "retry_after_retention"
+    #: Rule 2: more attempts than the contract's max_attempts (the first one counts).
+    ATTEMPTS_OVER_BUDGET = "attempts_over_budget"
+    #: Rule 2: the retry gate refused a caller that asked with another key or hash.
+    REFUSED_RETRY = "refused_retry"
+    #: Rule 3: a conclusive zero, no refs, yet a 2xx response or a bound receipt.
+    FALSE_SUCCESS = "false_success"
+    #: Rule 4: a conclusive zero although an effect was seen.
+    CONFLICTING_EVIDENCE = "conflicting_evidence"
+    #: Rule 5: exactly one effect (with our hash, if it carries one) or a bound receipt.
+    VERIFIED_APPLIED = "verified_applied"
+    #: Rule 5: the only effect seen carries another request hash than the intent.
+    EFFECT_HASH_MISMATCH = "effect_hash_mismatch"
+    #: Rule 6: a conclusive zero, no refs and no success claim.
+    VERIFIED_NOT_APPLIED = "verified_not_applied"
+    #: Rule 7: nothing proves either way.
+    INDETERMINATE = "indeterminate"
+    #: A 2xx response or a bound receipt exists (input of rule 3).
+    SUCCESS_CLAIM = "success_claim"
+    #: A receipt from the provider that is bound to another request hash: proves nothing.
+    RECEIPT_HASH_MISMATCH = "receipt_hash_mismatch"
+    #: A weak probe matched: a hint for a human, proof of nothing.
+    WEAK_MATCH = "weak_match"
+    #: At least one probe could not answer.
+    PROBE_UNAVAILABLE = "probe_unavailable"
+    #: The latest usable zero came before the latest dispatch (plus the lag for lagging reads).
+    ZERO_NOT_CONCLUSIVE = "zero_not_conclusive"
+    #: The intent was recorded again with another hash or key; the first one stands.
+    INTENT_CONFLICT = "intent_conflict"
+    #: A human resolution decided the verdict.
+    HUMAN_RESOLUTION = "human_resolution"
+    #: A human resolution exists but newer evidence came after it, so the rules decide.
+    RESOLUTION_SUPERSEDED = "resolution_superseded"
+    #: The reconcile deadline has passed while the verdict is still indeterminate.
+    DEADLINE_PASSED = "deadline_passed"
+    #: Retry refused: the next attempt would exceed max_attempts.
+    RETRY_BUDGET_EXHAUSTED = "retry_budget_exhausted"
+    #: Retry refused: the key retention window since the first attempt has closed.
+    RETENTION_WINDOW_CLOSED = "retention_window_closed"
+    #: Retry refused: the provider has no idempotency keys, so a retry cannot reuse one.
+    NO_IDEMPOTENCY_KEYS = "no_idempotency_keys"
+    #: Retry refused until a human approves it (the contract says compensable: false).
+    APPROVAL_REQUIRED = "approval_required"
+
+
+class NextAction:
+    """What the caller should do next, one per verdict (two for verified_not_applied)."""
+
+    #: duplicate_effect: stop retries; compensate the extra effect or hand it to a human.
+    COMPENSATE = "stop_and_compensate"
+    #: unsafe_retry: halt the run; a human looks at what the agent did.
+    HALT = "halt"
+    #: false_success: mark the run unhealthy even though the command "completed".
+    MARK_UNHEALTHY = "mark_run_unhealthy"
+    #: verified_applied: do not retry; use the recorded outcome, check the user-facing result.
+    USE_RECORDED_OUTCOME = "use_recorded_outcome"
+    #: verified_not_applied with a grant: retry once, with the same key and parameters.
+    RETRY_SAME_KEY = "retry_same_key"
+    #: verified_not_applied, but the action cannot be compensated: a human must approve.
+    AWAIT_APPROVAL = "await_approval"
+    #: indeterminate: wait and reconcile (probe again) until the deadline.
+    RECONCILE = "wait_and_reconcile"
+    #: Past the deadline, or no retry is possible any more: a human decides.
+    ESCALATE = "escalate_to_human"
+
+
+PROOF_AUTHORITIES = frozenset({Authority.AUTHORITATIVE, Authority.LAGGING})
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What the evidence adds up to, before any rule is applied."""
+
+    refs: frozenset[str]
+    hash_mismatch: bool
+    conclusive_zero: bool
+    bound_receipt: bool
+    success_claim: bool
+
+
+def latest_dispatch(facts: Facts) -> datetime:
+    """When the last attempt was sent; the intent's time when nothing was sent yet."""
+    return max((a.at for a in facts.attempts), default=facts.intent.at)
+
+
+def is_conclusive_zero(obs: Observation, dispatched: datetime, contract: ProviderContract) -> bool:
+    """A zero that proves absence: strictly after the latest dispatch, and lag-aware.
+
+        dispatch            dispatch + visibility_lag_s
+           |------ lagging zeros say nothing ------|---- a lagging zero is conclusive ---->
+           |---- an authoritative zero is conclusive at once (strictly after dispatch) ---->
+    """
+    if obs.matches or obs.authority not in PROOF_AUTHORITIES or obs.at <= dispatched:
+        return False
+    if obs.authority is Authority.LAGGING:
+        return obs.at >= dispatched + timedelta(seconds=contract.visibility_lag_s)
+    return True
+
+
+def _bound(ref_hash: str | None, facts: Facts) -> bool:
+    return ref_hash == facts.intent.request_hash
+
+
+def _receipt_hashes(facts: Facts) -> list[str | None]:
+    """Request hashes of every receipt: recorded ones and those read from response bodies."""
+    return [r.request_hash for r in facts.of(Receipt)] + [
+        a.receipt.request_hash for a in facts.attempts if a.receipt is not None]
+
+
+def _seen(facts: Facts, contract: ProviderContract) -> _Seen:
+    proofs = [o for o in facts.of(Observation) if o.authority in PROOF_AUTHORITIES]
+    matches = [m for o in proofs for m in o.matches]
+    # "Latest" is by observation time; equal times keep recorded order, the later line wins.
+    latest = max(enumerate(proofs), key=lambda io: (io[1].at, io[0]), default=None)
+    bound_receipt = any(_bound(h, facts) for h in _receipt_hashes(facts))
+    return _Seen(
+        refs=frozenset(m.provider_ref for m in matches),
+        hash_mismatch=any(m.request_hash is not None and not _bound(m.request_hash, facts)
+                          for m in matches),
+        conclusive_zero=latest is not None and is_conclusive_zero(
+            latest[1], latest_dispatch(facts), contract),
+        bound_receipt=bound_receipt,
+        success_claim=bound_receipt or any(a.succeeded for a in facts.attempts),
+    )
+
+
+def _unsafe_retry_findings(facts: Facts, contract: ProviderContract,
+                           blind_known: bool | None) -> list[str]:
+    """Rule 2, each way it can hold."""
+    intent = facts.intent
+    found: list[str] = []
+    if any(a.idempotency_key != intent.idempotency_key or a.request_hash != intent.request_hash
+           for a in facts.attempts):
+        found.append(Finding.INCONSISTENT_ATTEMPT)
+    if facts.of(RefusedRetry):
+        found.append(Finding.REFUSED_RETRY)
+    retries = sorted((a for a in facts.attempts if a.number >= 2), key=lambda a: a.number)
+    blind = blind_known if blind_known is not None else _any_blind_retry(facts, contract, retries)
+    if intent.effect is Effect.NON_IDEMPOTENT and blind:
+        found.append(Finding.BLIND_RETRY)
+    first = min(facts.attempts, key=lambda a: a.number, default=None)
+    if first is not None and any(
+            (a.at - first.at).total_seconds() > contract.key_retention_s for a in retries):
+        found.append(Finding.RETRY_AFTER_RETENTION)
+    if len(facts.attempts) > contract.max_attempts:
+        found.append(Finding.ATTEMPTS_OVER_BUDGET)
+    return found
+
+
+def _any_blind_retry(facts: Facts, contract: ProviderContract, retries: list[Attempt]) -> bool:
+    """Was any retry sent while the verdict, as it stood just before it, was not
+    verified_not_applied? Walked in attempt order, each step reusing what the earlier ones
+    found, so the cost stays linear in the number of retries."""
+    for retry in retries:
+        before = _evaluate(facts.before(retry.at, retry.number), contract, retry.at,
+                           blind_known=False)
+        if before.verdict is not Verdict.VERIFIED_NOT_APPLIED:
+            return True
+    return False
+
+
+def _deciding_resolution(facts: Facts) -> Resolution | None:
+    """The latest human resolution, if no attempt, receipt or observation (of any authority:
+    even a hint may be what the human did not see) came after it."""
+    resolutions = facts.of(Resolution)
+    if not resolutions:
+        return None
+    latest = max(enumerate(resolutions), key=lambda ir: (ir[1].at, ir[0]))[1]
+    newer = [a.at for a in facts.attempts] + [r.at for r in facts.of(Receipt)] + [
+        o.at for o in facts.of(Observation)]
+    return latest if all(latest.at > t for t in newer) else None
+
+
+def _side_findings(facts: Facts, seen: _Seen) -> list[str]:
+    """Findings that explain the evidence without being rules themselves."""
+    found: list[str] = []
+    observations = facts.of(Observation)
+    if len(seen.refs) == 1 and seen.hash_mismatch:
+        found.append(Finding.EFFECT_HASH_MISMATCH)
+    if seen.success_claim:
+        found.append(Finding.SUCCESS_CLAIM)
+    if any(o.authority is Authority.WEAK and o.matches for o in observations):
+        found.append(Finding.WEAK_MATCH)
+    if any(o.authority is Authority.UNAVAILABLE for o in observations):
+        found.append(Finding.PROBE_UNAVAILABLE)
+    if any(not _bound(h, facts) for h in _receipt_hashes(facts)):
+        found.append(Finding.RECEIPT_HASH_MISMATCH)
+    if not seen.conclusive_zero and any(
+            o.authority in PROOF_AUTHORITIES and not o.matches for o in observations):
+        found.append(Finding.ZERO_NOT_CONCLUSIVE)
+    if facts.of(IntentConflict):
+        found.append(Finding.INTENT_CONFLICT)
+    return found
+
+
+def _rules(seen: _Seen, unsafe: list[str]) -> list[tuple[Verdict, str]]:
+    """Rules 1-6 in SPEC order: (verdict if it is the first, finding) for every rule that holds."""
+    held: list[tuple[Verdict, str]] = []
+    if len(seen.refs) >= 2:
+        held.append((Verdict.DUPLICATE_EFFECT, Finding.DUPLICATE_EFFECT))
+    if unsafe:
+        held.append((Verdict.UNSAFE_RETRY, Finding.UNSAFE_RETRY))
+    if seen.conclusive_zero and not seen.refs and seen.success_claim:
+        held.append((Verdict.FALSE_SUCCESS, Finding.FALSE_SUCCESS))
+    if seen.conclusive_zero and seen.refs:
+        held.append((Verdict.INDETERMINATE, Finding.CONFLICTING_EVIDENCE))
+    if (len(seen.refs) == 1 and not seen.hash_mismatch) or seen.bound_receipt:
+        held.append((Verdict.VERIFIED_APPLIED, Finding.VERIFIED_APPLIED))
+    if seen.conclusive_zero and not seen.refs and not seen.success_claim:
+        held.append((Verdict.VERIFIED_NOT_APPLIED, Finding.VERIFIED_NOT_APPLIED))
+    return held
+
+
+def evaluate(facts: Facts, contract: ProviderContract, now: datetime) -> Decision:
+    """The verdict on one operation from its recorded facts, its provider contract and the time."""
+    return _evaluate(facts, contract, now, blind_known=None)
+
+
+def _evaluate(facts: Facts, contract: ProviderContract, now: datetime,
+              blind_known: bool | None) -> Decision:
+    seen = _seen(facts, contract)
+    unsafe = _unsafe_retry_findings(facts, contract, blind_known)
+    held = _rules(seen, unsafe)
+    findings = [finding for _, finding in held] + unsafe + _side_findings(facts, seen)
+
+    verdict = held[0][0] if held else Verdict.INDETERMINATE
+    if not held:
+        findings.append(Finding.INDETERMINATE)
+    resolution = _deciding_resolution(facts)
+    if resolution is not None:
+        verdict = resolution.verdict
+        findings.append(Finding.HUMAN_RESOLUTION)
+    elif facts.of(Resolution):
+        findings.append(Finding.RESOLUTION_SUPERSEDED)
+
+    next_action, retry_allowed, why = _next_action(facts, contract, now, verdict, findings)
+    return Decision(verdict=verdict, findings=tuple(dict.fromkeys(findings + why)),
+                    next_action=next_action, retry_allowed=retry_allowed)
+
+
+def _retry_refusals(facts: Facts, contract: ProviderContract, now: datetime,
+                    findings: list[str]) -> list[str]:
+    """Why a verified_not_applied operation may still not be retried now (empty: it may)."""
+    refusals: list[str] = []
+    if Finding.UNSAFE_RETRY in findings:
+        refusals.append(Finding.UNSAFE_RETRY)
+    if len(facts.attempts) + 1 > contract.max_attempts:
+        refusals.append(Finding.RETRY_BUDGET_EXHAUSTED)
+    first = min(facts.attempts, key=lambda a: a.number, default=None)
+    if first is not None and (now - first.at).total_seconds() > contract.key_retention_s:
+        refusals.append(Finding.RETENTION_WINDOW_CLOSED)
+    if not contract.idempotency_keys:
+        refusals.append(Finding.NO_IDEMPOTENCY_KEYS)
+    dispatched = latest_dispatch(facts)
+    if not contract.compensable and not any(a.at > dispatched for a in facts.of(Approval)):
+        refusals.append(Finding.APPROVAL_REQUIRED)
+    return refusals
+
+
+def _next_action(facts: Facts, contract: ProviderContract, now: datetime, verdict: Verdict,
+                 findings: list[str]) -> tuple[str, bool, list[str]]:
+    """(next action, retry allowed, extra findings) for a verdict."""
+    if verdict is Verdict.VERIFIED_NOT_APPLIED:
+        refusals = _retry_refusals(facts, contract, now, findings)
+        if not refusals:
+            return NextAction.RETRY_SAME_KEY, True, []
+        if refusals == [Finding.APPROVAL_REQUIRED]:
+            return NextAction.AWAIT_APPROVAL, False, refusals
+        return NextAction.ESCALATE, False, refusals
+    if verdict is Verdict.INDETERMINATE:
+        deadline = facts.intent.at + timedelta(seconds=contract.reconcile_deadline_s)
+        if now > deadline:
+            return NextAction.ESCALATE, False, [Finding.DEADLINE_PASSED]
+        return NextAction.RECONCILE, False, []
+    return {
+        Verdict.DUPLICATE_EFFECT: NextAction.COMPENSATE,
+        Verdict.UNSAFE_RETRY: NextAction.HALT,
+        Verdict.FALSE_SUCCESS: NextAction.MARK_UNHEALTHY,
+        Verdict.VERIFIED_APPLIED: NextAction.USE_RECORDED_OUTCOME,
+    }[verdict], False, []

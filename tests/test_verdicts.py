@@ -1,0 +1,266 @@
+"""SPEC section 4, rule by rule. Contract: 30 s visibility lag, 1 h key retention, 3 attempts,
+10 min deadline. Times are seconds after T0 (the intent)."""
+
+from dataclasses import replace
+
+from reconciler.domain import Authority, Effect, Match, Outcome, Verdict
+from reconciler.verdicts import Finding, NextAction, evaluate
+
+from builders import (
+    CONTRACT,
+    OTHER_HASH,
+    approval,
+    attempt,
+    facts,
+    probe,
+    receipt,
+    resolution,
+    t,
+)
+
+A, L, W, U = (Authority.AUTHORITATIVE, Authority.LAGGING, Authority.WEAK,
+              Authority.UNAVAILABLE)
+
+
+def judge(*items, effect=Effect.NON_IDEMPOTENT, contract=CONTRACT, now=100.0):  # type: ignore[no-untyped-def]
+    return evaluate(facts(*items, effect=effect), contract, t(now))
+
+
+# Rule 1 -------------------------------------------------------------------------------------
+
+def test_rule1_two_refs_is_duplicate_effect() -> None:
+    d = judge(attempt(1, 1), probe(10, A, "ch_1", "ch_2"))
+    assert d.verdict is Verdict.DUPLICATE_EFFECT
+    assert d.next_action == NextAction.COMPENSATE and not d.retry_allowed
+
+
+def test_rule1_refs_are_never_forgotten() -> None:
+    d = judge(attempt(1, 1), probe(10, L, "ch_1"), probe(50, A, "ch_2"), probe(60, A))
+    assert d.verdict is Verdict.DUPLICATE_EFFECT
+    assert Finding.CONFLICTING_EVIDENCE in d.findings
+
+
+def test_rule1_weak_matches_do_not_count_as_refs() -> None:
+    d = judge(attempt(1, 1), probe(10, A, "ch_1"), probe(20, W, "ch_2"))
+    assert d.verdict is Verdict.VERIFIED_APPLIED
+    assert Finding.WEAK_MATCH in d.findings
+
+
+def test_rule1_duplicate_beats_unsafe_retry() -> None:
+    d = judge(attempt(1, 1), attempt(2, 5, key="other"), probe(10, A, "ch_1", "ch_2"))
+    assert d.verdict is Verdict.DUPLICATE_EFFECT
+    assert {Finding.UNSAFE_RETRY, Finding.INCONSISTENT_ATTEMPT} <= set(d.findings)
+
+
+# Rule 2 -------------------------------------------------------------------------------------
+
+def test_rule2_changed_key_is_unsafe_retry() -> None:
+    d = judge(attempt(1, 1), attempt(2, 5, key="key-1"))
+    assert d.verdict is Verdict.UNSAFE_RETRY and d.next_action == NextAction.HALT
+    assert Finding.INCONSISTENT_ATTEMPT in d.findings
+
+
+def test_rule2_changed_hash_is_unsafe_retry() -> None:
+    d = judge(attempt(1, 1, hash_=OTHER_HASH), effect=Effect.IDEMPOTENT_WRITE)
+    assert d.verdict is Verdict.UNSAFE_RETRY
+
+
+def test_rule2_blind_retry_of_non_idempotent_is_unsafe() -> None:
+    d = judge(attempt(1, 1), attempt(2, 5))
+    assert d.verdict is Verdict.UNSAFE_RETRY and Finding.BLIND_RETRY in d.findings
+
+
+def test_rule2_retry_of_idempotent_write_with_same_key_is_not_blind() -> None:
+    d = judge(attempt(1, 1), attempt(2, 5), effect=Effect.IDEMPOTENT_WRITE)
+    assert d.verdict is Verdict.INDETERMINATE and Finding.BLIND_RETRY not in d.findings
+
+
+def test_rule2_retry_after_verified_not_applied_is_not_blind() -> None:
+    d = judge(attempt(1, 1), probe(10, A), attempt(2, 20), probe(30, A, "ch_1"))
+    assert d.verdict is Verdict.VERIFIED_APPLIED and Finding.BLIND_RETRY not in d.findings
+
+
+def test_rule2_retry_after_human_not_applied_is_not_blind() -> None:
+    d = judge(attempt(1, 1), resolution(10, Verdict.VERIFIED_NOT_APPLIED), attempt(2, 20))
+    assert Finding.BLIND_RETRY not in d.findings
+
+
+def test_rule2_zero_in_the_same_instant_as_the_retry_does_not_open_it() -> None:
+    d = judge(attempt(1, 1), probe(20, A), attempt(2, 20))
+    assert d.verdict is Verdict.UNSAFE_RETRY and Finding.BLIND_RETRY in d.findings
+
+
+def test_rule2_retry_after_key_retention_is_unsafe() -> None:
+    d = judge(attempt(1, 1), attempt(2, 3602), effect=Effect.IDEMPOTENT_WRITE, now=4000)
+    assert d.verdict is Verdict.UNSAFE_RETRY and Finding.RETRY_AFTER_RETENTION in d.findings
+
+
+def test_rule2_more_attempts_than_max_is_unsafe() -> None:
+    d = judge(attempt(1, 1), attempt(2, 2), attempt(3, 3), attempt(4, 4),
+              effect=Effect.READ_ONLY)
+    assert d.verdict is Verdict.UNSAFE_RETRY and Finding.ATTEMPTS_OVER_BUDGET in d.findings
+
+
+def test_rule2_unsafe_retry_beats_false_success() -> None:
+    d = judge(attempt(1, 1, Outcome.RESPONSE, status=200, key="x"), probe(10, A))
+    assert d.verdict is Verdict.UNSAFE_RETRY and Finding.FALSE_SUCCESS in d.findings
+
+
+# Rule 3 -------------------------------------------------------------------------------------
+
+def test_rule3_success_response_and_conclusive_zero_is_false_success() -> None:
+    d = judge(attempt(1, 1, Outcome.RESPONSE, status=201), probe(10, A))
+    assert d.verdict is Verdict.FALSE_SUCCESS and d.next_action == NextAction.MARK_UNHEALTHY
+
+
+def test_rule3_bound_receipt_and_conclusive_zero_is_false_success() -> None:
+    d = judge(attempt(1, 1), receipt(5), probe(10, A))
+    assert d.verdict is Verdict.FALSE_SUCCESS
+    assert Finding.VERIFIED_APPLIED in d.findings
+
+
+def test_rule3_error_response_is_not_a_success_claim() -> None:
+    d = judge(attempt(1, 1, Outcome.RESPONSE, status=502), probe(10, A))
+    assert d.verdict is Verdict.VERIFIED_NOT_APPLIED
+
+
+# Rule 4 -------------------------------------------------------------------------------------
+
+def test_rule4_zero_after_a_seen_effect_is_conflicting_evidence() -> None:
+    d = judge(attempt(1, 1), probe(10, A, "ch_1"), probe(20, A))
+    assert d.verdict is Verdict.INDETERMINATE
+    assert Finding.CONFLICTING_EVIDENCE in d.findings and Finding.VERIFIED_APPLIED in d.findings
+
+
+# Rule 5 -------------------------------------------------------------------------------------
+
+def test_rule5_one_ref_is_verified_applied() -> None:
+    d = judge(attempt(1, 1), probe(10, L, "ch_1"))
+    assert d.verdict is Verdict.VERIFIED_APPLIED
+    assert d.next_action == NextAction.USE_RECORDED_OUTCOME and not d.retry_allowed
+
+
+def test_rule5_match_with_our_hash_is_verified_applied() -> None:
+    d = judge(attempt(1, 1), probe(10, A, "ch_1", hash_=facts().intent.request_hash))
+    assert d.verdict is Verdict.VERIFIED_APPLIED
+
+
+def test_rule5_match_with_another_hash_falls_through() -> None:
+    d = judge(attempt(1, 1), probe(10, A, "ch_1", hash_=OTHER_HASH))
+    assert d.verdict is Verdict.INDETERMINATE
+    assert Finding.EFFECT_HASH_MISMATCH in d.findings
+
+
+def test_rule5_bound_receipt_is_verified_applied() -> None:
+    d = judge(attempt(1, 1), receipt(5))
+    assert d.verdict is Verdict.VERIFIED_APPLIED
+
+
+def test_rule5_receipt_in_a_response_body_is_a_bound_receipt() -> None:
+    d = judge(attempt(1, 1, Outcome.RESPONSE, status=200,
+                      receipt=Match("ch_1", facts().intent.request_hash)))
+    assert d.verdict is Verdict.VERIFIED_APPLIED
+
+
+def test_rule7_receipt_bound_to_another_hash_proves_nothing() -> None:
+    d = judge(attempt(1, 1), receipt(5, hash_=OTHER_HASH))
+    assert d.verdict is Verdict.INDETERMINATE
+    assert Finding.RECEIPT_HASH_MISMATCH in d.findings
+
+
+# Rule 6 -------------------------------------------------------------------------------------
+
+def test_rule6_authoritative_zero_after_dispatch_is_verified_not_applied() -> None:
+    d = judge(attempt(1, 1), probe(2, A))
+    assert d.verdict is Verdict.VERIFIED_NOT_APPLIED
+    assert d.retry_allowed and d.next_action == NextAction.RETRY_SAME_KEY
+
+
+def test_rule6_authoritative_zero_before_dispatch_is_not_conclusive() -> None:
+    d = judge(probe(0.5, A), attempt(1, 1))
+    assert d.verdict is Verdict.INDETERMINATE and Finding.ZERO_NOT_CONCLUSIVE in d.findings
+
+
+def test_rule6_lagging_zero_inside_the_window_is_not_conclusive() -> None:
+    d = judge(attempt(1, 1), probe(30.9, L))
+    assert d.verdict is Verdict.INDETERMINATE and Finding.ZERO_NOT_CONCLUSIVE in d.findings
+
+
+def test_rule6_lagging_zero_at_the_window_edge_is_conclusive() -> None:
+    assert judge(attempt(1, 1), probe(31, L)).verdict is Verdict.VERIFIED_NOT_APPLIED
+
+
+def test_rule6_zero_before_a_retry_says_nothing_about_the_retry() -> None:
+    d = judge(attempt(1, 1), probe(5, A), attempt(2, 10), effect=Effect.IDEMPOTENT_WRITE)
+    assert d.verdict is Verdict.INDETERMINATE
+
+
+def test_rule6_only_the_latest_usable_observation_counts() -> None:
+    d = judge(attempt(1, 1), probe(40, L), probe(45, L, "ch_1"))
+    assert d.verdict is Verdict.VERIFIED_APPLIED
+
+
+def test_rule6_unavailable_and_weak_after_a_zero_do_not_hide_it() -> None:
+    d = judge(attempt(1, 1), probe(10, A), probe(20, U), probe(30, W))
+    assert d.verdict is Verdict.VERIFIED_NOT_APPLIED
+    assert Finding.PROBE_UNAVAILABLE in d.findings
+
+
+def test_rule6_intent_without_attempt_is_measured_from_the_intent() -> None:
+    assert judge(probe(1, A)).verdict is Verdict.VERIFIED_NOT_APPLIED
+
+
+def test_rule6_no_retry_past_the_budget() -> None:
+    d = judge(attempt(1, 1), probe(2, A), attempt(2, 3), probe(4, A), attempt(3, 5),
+              probe(6, A))
+    assert d.verdict is Verdict.VERIFIED_NOT_APPLIED and not d.retry_allowed
+    assert Finding.RETRY_BUDGET_EXHAUSTED in d.findings and d.next_action == NextAction.ESCALATE
+
+
+def test_rule6_no_retry_after_the_retention_window() -> None:
+    d = judge(attempt(1, 1), probe(2, A), now=3602)
+    assert not d.retry_allowed and Finding.RETENTION_WINDOW_CLOSED in d.findings
+
+
+def test_rule6_not_compensable_needs_an_approval_after_the_dispatch() -> None:
+    strict = replace(CONTRACT, compensable=False)
+    waiting = judge(approval(0.5), attempt(1, 1), probe(2, A), contract=strict)
+    assert not waiting.retry_allowed and waiting.next_action == NextAction.AWAIT_APPROVAL
+    approved = judge(attempt(1, 1), probe(2, A), approval(3), contract=strict)
+    assert approved.retry_allowed
+
+
+# Rule 7 -------------------------------------------------------------------------------------
+
+def test_rule7_timeout_without_evidence_is_indeterminate() -> None:
+    d = judge(attempt(1, 1))
+    assert d.verdict is Verdict.INDETERMINATE and d.next_action == NextAction.RECONCILE
+
+
+def test_rule7_weak_and_unavailable_only_is_indeterminate() -> None:
+    d = judge(attempt(1, 1), probe(10, W, "ch_1"), probe(20, U))
+    assert d.verdict is Verdict.INDETERMINATE
+
+
+def test_rule7_past_the_deadline_escalates() -> None:
+    d = judge(attempt(1, 1), now=601)
+    assert d.verdict is Verdict.INDETERMINATE and d.next_action == NextAction.ESCALATE
+    assert Finding.DEADLINE_PASSED in d.findings
+
+
+# Human resolution ---------------------------------------------------------------------------
+
+def test_resolution_after_the_latest_evidence_decides() -> None:
+    d = judge(attempt(1, 1), probe(10, W, "ch_1"), resolution(20, Verdict.VERIFIED_APPLIED))
+    assert d.verdict is Verdict.VERIFIED_APPLIED and Finding.HUMAN_RESOLUTION in d.findings
+
+
+def test_resolution_before_newer_evidence_is_superseded() -> None:
+    d = judge(attempt(1, 1), resolution(5, Verdict.VERIFIED_NOT_APPLIED), probe(10, A, "ch_1"))
+    assert d.verdict is Verdict.VERIFIED_APPLIED
+    assert Finding.RESOLUTION_SUPERSEDED in d.findings
+
+
+def test_resolution_not_applied_opens_a_retry() -> None:
+    d = judge(attempt(1, 1), resolution(5, Verdict.VERIFIED_NOT_APPLIED))
+    assert d.verdict is Verdict.VERIFIED_NOT_APPLIED and d.retry_allowed
