@@ -98,3 +98,18 @@ def replay_command(
         raise typer.Exit(EXIT_BAD_INPUT)
     if check and report.failed:
         raise typer.Exit(EXIT_FAILED)
+
+
+@app.command("sandbox")
+def sandbox_command(
+    host: Annotated[str, typer.Option(help="Address to bind; loopback unless you mean it.")
+                    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8081,
+) -> None:
+    """Serve the sandbox provider: fake payments, email, chat and issue APIs with fault
+    injection (see docs/sandbox-api.md). In-memory; stops with Ctrl+C."""
+    from reconciler.sandbox import serve
+
+    typer.echo(f"sandbox provider on http://{host}:{port} (payments /pay, email /mail, "
+               "chat /chat, issues /gh; faults via the X-Sandbox-Fault header)")
+    serve(host, port)

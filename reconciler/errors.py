@@ -42,3 +42,23 @@ class FixtureError(ReconcilerError):
 
 class StoreUnavailableError(ReconcilerError):
     """The receipt store cannot be reached; nothing was recorded, try again when it is back."""
+
+
+class ServiceError(ReconcilerError):
+    """The sidecar answered with a problem (RFC 9457); `problem` holds its type and detail."""
+
+    def __init__(self, status: int, problem: dict[str, object],
+                 operation_id: str | None = None) -> None:
+        detail = problem.get("detail") or problem.get("title") or "no detail"
+        super().__init__(f"sidecar answered {status}: {detail}", operation_id=operation_id)
+        self.status = status
+        self.problem = problem
+
+
+class RetryRefusedError(ReconcilerError):
+    """The retry gate refused this retry; do not dispatch. Follow `answer.reason`."""
+
+    def __init__(self, operation_id: str, answer: object, reason: str) -> None:
+        super().__init__(f"retry of {operation_id!r} refused: {reason}",
+                         operation_id=operation_id)
+        self.answer = answer

@@ -316,7 +316,7 @@ def _next_action(facts: Facts, contract: ProviderContract, now: datetime, verdic
         return NextAction.ESCALATE, False, refusals
     if verdict is Verdict.INDETERMINATE:
         deadline = facts.intent.at + timedelta(seconds=contract.reconcile_deadline_s)
-        if now > deadline:
+        if now >= deadline:
             return NextAction.ESCALATE, False, [Finding.DEADLINE_PASSED]
         return NextAction.RECONCILE, False, []
     return {

@@ -1,0 +1,103 @@
+"""The probe configuration file (TOML): per provider, its contract and its probes.
+
+    [providers.payments]
+    idempotency_keys = true
+    visibility_lag_s = 5
+    [[providers.payments.probes]]
+    use = "stripe_like.search"            # a registered probe name
+    name = "payments.search"              # optional; the name evidence is recorded under
+    base_url = "http://127.0.0.1:8081/pay"
+    token_env = "PAYMENTS_API_KEY"        # the variable's name: secrets never go in the file
+
+Every error names the file and the provider, and never shows a secret's value.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from probes.base import Probe
+from probes.credentials import reject_inline_secrets
+from probes.errors import ProbeConfigError
+from probes.options import Options
+from probes.registry import ProbeRegistry, default_registry
+from reconciler.domain import ProviderContract
+
+_DEFAULT = ProviderContract(name="")
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSetup:
+    """One provider's contract and its probes, in the order the file lists them."""
+
+    contract: ProviderContract
+    probes: tuple[Probe, ...]
+
+
+def load_config(path: str | Path, env: Mapping[str, str] | None = None,
+                registry: ProbeRegistry | None = None) -> dict[str, ProviderSetup]:
+    """Read and build a configuration file; `env` defaults to the process environment."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProbeConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ProbeConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return parse_config(data, env, registry, source=str(path))
+
+
+def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None,
+                 registry: ProbeRegistry | None = None,
+                 source: str = "<config>") -> dict[str, ProviderSetup]:
+    """Build the providers of an already parsed configuration."""
+    top = Options(data, source)
+    providers = top.sections("providers")
+    top.finish()
+    env = os.environ if env is None else env
+    registry = default_registry() if registry is None else registry
+    return {name: _provider(name, table, env, registry, f"{source}: providers.{name}")
+            for name, table in providers.items()}
+
+
+def _provider(name: str, table: Mapping[str, Any], env: Mapping[str, str],
+              registry: ProbeRegistry, where: str) -> ProviderSetup:
+    reject_inline_secrets({k: v for k, v in table.items() if k != "probes"}, where)
+    opts = Options(table, where)
+    contract = ProviderContract(
+        name=name,
+        idempotency_keys=opts.boolean("idempotency_keys", _DEFAULT.idempotency_keys),
+        key_retention_s=opts.number("key_retention_s", _DEFAULT.key_retention_s),
+        visibility_lag_s=opts.number("visibility_lag_s", _DEFAULT.visibility_lag_s),
+        max_attempts=opts.integer("max_attempts", _DEFAULT.max_attempts, minimum=1),
+        reconcile_deadline_s=opts.number("reconcile_deadline_s", _DEFAULT.reconcile_deadline_s),
+        compensable=opts.boolean("compensable", _DEFAULT.compensable),
+    )
+    probes: list[Probe] = []
+    for index, entry in enumerate(opts.tables("probes")):
+        probes.append(_probe(entry, env, registry, f"{where}.probes[{index}]"))
+    opts.finish()
+    names = [probe.name for probe in probes]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ProbeConfigError(
+            f"{where}: probe name(s) {', '.join(duplicates)} used twice; give each a 'name'")
+    return ProviderSetup(contract, tuple(probes))
+
+
+def _probe(entry: Mapping[str, Any], env: Mapping[str, str], registry: ProbeRegistry,
+           where: str) -> Probe:
+    options = dict(entry)
+    use, name = options.pop("use", None), options.pop("name", None)
+    if not isinstance(use, str) or not use:
+        raise ProbeConfigError(f"{where}: 'use' (the probe's registered name) is required")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise ProbeConfigError(f"{where}: 'name' must be a non-empty string")
+    try:
+        return registry.build(use, options, env, name=name)
+    except ProbeConfigError as exc:
+        raise ProbeConfigError(f"{where}: {exc}") from exc

@@ -1,0 +1,42 @@
+"""The Python client for the sidecar: `ReconcilerClient`, `AsyncReconcilerClient`, and `intent`
+to describe an operation from its parameters (hashed here; the parameters never leave the
+worker)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.client.calls import Recorded
+from reconciler.client.effects import AsyncTrackedEffect, TrackedEffect, outcome_of
+from reconciler.client.http import AsyncReconcilerClient, ReconcilerClient
+from reconciler.domain import Effect
+from reconciler.hashing import derive_idempotency_key, request_hash
+from reconciler.schemas import IntentIn
+
+
+def intent(operation_id: str, *, provider: str, action: str, effect: Effect | str,
+           params: Any, idempotency_key: str | None = None, run_id: str | None = None,
+           tool_call_id: str | None = None, derive_key: bool = False,
+           correlation: Mapping[str, str] | None = None) -> IntentIn:
+    """An intent for `params`, the exact body the worker will send. With `derive_key`, the
+    idempotency key is derived from (run_id, tool_call_id), stable across restarts."""
+    if derive_key:
+        if run_id is None or tool_call_id is None:
+            raise ValueError("derive_key needs run_id and tool_call_id")
+        idempotency_key = derive_idempotency_key(run_id, tool_call_id)
+    return IntentIn(operation_id=operation_id, request_hash=request_hash(params),
+                    idempotency_key=idempotency_key, provider=provider, action=action,
+                    effect=Effect(effect), run_id=run_id, tool_call_id=tool_call_id,
+                    correlation=dict(correlation or {}))
+
+
+__all__ = [
+    "AsyncReconcilerClient",
+    "AsyncTrackedEffect",
+    "ReconcilerClient",
+    "Recorded",
+    "TrackedEffect",
+    "intent",
+    "outcome_of",
+]

@@ -1,0 +1,153 @@
+"""Every sidecar call as data: what to send and how to read the answer. The sync and async
+clients only differ in how they send, so the API is written once, here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel
+
+from reconciler.errors import ServiceError, UnknownOperationError
+from reconciler.schemas import (
+    ApprovalIn,
+    AttemptIn,
+    IntentIn,
+    ObservationIn,
+    OperationListOut,
+    OperationOut,
+    ReceiptIn,
+    ResolutionIn,
+    RetryIn,
+    RetryOut,
+)
+
+T = TypeVar("T")
+
+#: Retry answers that are refusals rather than errors (IETF Idempotency-Key draft statuses).
+REFUSAL_STATUSES = frozenset({409, 422})
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded(Generic[T]):
+    """An answer to a recording call: the operation as it now stands, and whether the call
+    created something (False for an identical repeat)."""
+
+    value: T
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    read: Callable[[httpx.Response], T]
+    operation_id: str | None = None
+    body: BaseModel | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def request(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
+        content = self.body.model_dump_json(exclude_none=True) if self.body else None
+        return client.build_request(
+            self.method, self.path, content=content, params=self.params or None,
+            headers={"Content-Type": "application/json"} if content else None)
+
+    def answer(self, response: httpx.Response) -> T:
+        if response.status_code == 404 and self.operation_id is not None:
+            raise UnknownOperationError(
+                f"the sidecar has no operation {self.operation_id!r}; record its intent first",
+                operation_id=self.operation_id)
+        return self.read(response)
+
+
+def _problem(response: httpx.Response, operation_id: str | None) -> ServiceError:
+    try:
+        problem = response.json()
+    except ValueError:
+        problem = {"detail": response.text[:200]}
+    if not isinstance(problem, dict):
+        problem = {"detail": str(problem)[:200]}
+    return ServiceError(response.status_code, problem, operation_id)
+
+
+def _model(model: type[BaseModel], operation_id: str | None) -> Callable[[httpx.Response], Any]:
+    def read(response: httpx.Response) -> Any:
+        if response.is_success:
+            return model.model_validate_json(response.content)
+        raise _problem(response, operation_id)
+    return read
+
+
+def _recorded(operation_id: str) -> Callable[[httpx.Response], Recorded[OperationOut]]:
+    def read(response: httpx.Response) -> Recorded[OperationOut]:
+        if response.is_success:
+            return Recorded(OperationOut.model_validate_json(response.content),
+                            response.status_code == 201)
+        raise _problem(response, operation_id)
+    return read
+
+
+def _retry_answer(operation_id: str) -> Callable[[httpx.Response], RetryOut]:
+    """A refusal (409 another holder, 422 another key or hash) is an answer, not an error:
+    the problem document carries the same fields as a 200."""
+    def read(response: httpx.Response) -> RetryOut:
+        if response.is_success or response.status_code in REFUSAL_STATUSES:
+            data = response.json()
+            if response.is_success or "allowed" in data:
+                return RetryOut.model_validate(data)
+        raise _problem(response, operation_id)
+    return read
+
+
+def _op(operation_id: str, suffix: str = "") -> str:
+    return f"/v1/operations/{quote(operation_id, safe='')}{suffix}"
+
+
+def record_intent(intent: IntentIn) -> Call[Recorded[OperationOut]]:
+    return Call("POST", "/v1/operations", _recorded(intent.operation_id), None, intent)
+
+
+def record_attempt(operation_id: str, attempt: AttemptIn) -> Call[Recorded[OperationOut]]:
+    return Call("POST", _op(operation_id, "/attempts"), _recorded(operation_id), operation_id,
+                attempt)
+
+
+def record_evidence(operation_id: str,
+                    evidence: ReceiptIn | ObservationIn) -> Call[Recorded[OperationOut]]:
+    return Call("POST", _op(operation_id, "/evidence"), _recorded(operation_id), operation_id,
+                evidence)
+
+
+def get_operation(operation_id: str) -> Call[OperationOut]:
+    return Call("GET", _op(operation_id), _model(OperationOut, operation_id), operation_id)
+
+
+def ask_retry(operation_id: str, retry: RetryIn) -> Call[RetryOut]:
+    return Call("POST", _op(operation_id, "/retry"), _retry_answer(operation_id), operation_id,
+                retry)
+
+
+def reconcile(operation_id: str) -> Call[OperationOut]:
+    return Call("POST", _op(operation_id, "/reconcile"), _model(OperationOut, operation_id),
+                operation_id)
+
+
+def resolve(operation_id: str, resolution: ResolutionIn) -> Call[Recorded[OperationOut]]:
+    return Call("POST", _op(operation_id, "/resolution"), _recorded(operation_id),
+                operation_id, resolution)
+
+
+def approve(operation_id: str, approval: ApprovalIn) -> Call[Recorded[OperationOut]]:
+    return Call("POST", _op(operation_id, "/approval"), _recorded(operation_id), operation_id,
+                approval)
+
+
+def list_operations(verdict: str | None, escalated: bool | None, after: str | None,
+                    limit: int) -> Call[OperationListOut]:
+    params = {k: v for k, v in {"verdict": verdict, "after": after, "limit": limit,
+                                "escalated": None if escalated is None else str(escalated).lower()
+                                }.items() if v is not None}
+    return Call("GET", "/v1/operations", _model(OperationListOut, None), None, None, params)

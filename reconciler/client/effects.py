@@ -1,0 +1,163 @@
+"""Wrapping a side-effecting call so that it is recorded, and never retried without a grant.
+
+    with client.track(intent) as effect:          # records the intent before anything is sent
+        response = effect.dispatch(send)          # attempt 1: sent, outcome recorded
+        ...
+        response = effect.dispatch(send)          # attempt 2: the gate is asked first; a refusal
+                                                  # raises RetryRefusedError and nothing is sent
+
+Re-entering with an operation id that is already recorded (a worker restarted after a crash)
+counts as a retry from the first dispatch on: the crash may have come after the send and before
+the attempt was recorded, so only the gate can say whether sending again is safe.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Self
+
+import httpx
+
+from reconciler.domain import Outcome
+from reconciler.errors import RetryRefusedError
+from reconciler.schemas import AttemptIn, IntentIn, MatchIn, RetryIn, RetryOut
+
+if TYPE_CHECKING:
+    from reconciler.client.http import AsyncReconcilerClient, ReconcilerClient
+
+ReceiptReader = Callable[[httpx.Response], MatchIn | None]
+
+
+def default_holder() -> str:
+    """A holder id unique to this process and call: host, pid, random suffix."""
+    host = "".join(c if c.isalnum() or c in ".-" else "-" for c in socket.gethostname())
+    return f"{host or 'worker'}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def outcome_of(exc: BaseException) -> Outcome | None:
+    """The transport outcome an httpx exception means; None if it is not a transport failure.
+
+    A connect failure means no byte of the request left the client; a timeout after that may
+    have reached the provider, so it is a timeout, never `not_sent`."""
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
+        return Outcome.NOT_SENT
+    if isinstance(exc, httpx.TimeoutException):
+        return Outcome.TIMEOUT
+    if isinstance(exc, httpx.TransportError):
+        return Outcome.CONNECTION_ERROR
+    return None
+
+
+class _Tracking:
+    """What both effect wrappers share: the intent, the attempt count, the rules."""
+
+    def __init__(self, intent: IntentIn, holder: str | None, receipt: ReceiptReader | None,
+                 ) -> None:
+        self.intent = intent
+        self.holder = holder or default_holder()
+        self.read_receipt = receipt
+        self.attempts = 0
+        self.resumed = False
+        self.last_answer: RetryOut | None = None
+
+    @property
+    def operation_id(self) -> str:
+        return self.intent.operation_id
+
+    def _needs_grant(self) -> bool:
+        return self.attempts > 0 or self.resumed
+
+    def _retry_request(self) -> RetryIn:
+        return RetryIn(idempotency_key=self.intent.idempotency_key,
+                       request_hash=self.intent.request_hash, holder=self.holder)
+
+    def _check(self, answer: RetryOut) -> None:
+        self.last_answer = answer
+        if not answer.allowed:
+            raise RetryRefusedError(self.operation_id, answer, answer.reason)
+        expires = answer.lease_expires_at
+        if expires is not None and expires <= datetime.now(UTC):
+            raise RetryRefusedError(self.operation_id, answer,
+                                    "the retry lease expired before dispatch; ask again")
+
+    def _attempt(self, at: datetime, response: httpx.Response | None,
+                 error: BaseException | None) -> AttemptIn:
+        self.attempts += 1
+        outcome = Outcome.RESPONSE if response is not None else (
+            outcome_of(error) if error is not None else None) or Outcome.CONNECTION_ERROR
+        receipt = self.read_receipt(response) if (response is not None and self.read_receipt
+                                                   ) else None
+        return AttemptIn(attempt=self.attempts, idempotency_key=self.intent.idempotency_key,
+                         request_hash=self.intent.request_hash, at=at, outcome=outcome,
+                         status=response.status_code if response is not None else None,
+                         receipt=receipt)
+
+
+class TrackedEffect(_Tracking):
+    """A side effect tracked through a `ReconcilerClient`; see the module docstring."""
+
+    def __init__(self, client: ReconcilerClient, intent: IntentIn, holder: str | None = None,
+                 receipt: ReceiptReader | None = None) -> None:
+        super().__init__(intent, holder, receipt)
+        self.client = client
+
+    def __enter__(self) -> Self:
+        recorded = self.client.record_intent(self.intent)
+        self.attempts = len(recorded.value.attempts)
+        self.resumed = not recorded.created
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def dispatch(self, send: Callable[[], httpx.Response]) -> httpx.Response:
+        """Send once (asking the gate first if this is a retry) and record what happened."""
+        if self._needs_grant():
+            if self.attempts == 0:
+                self.client.reconcile(self.operation_id)
+            self._check(self.client.ask_retry(self.operation_id, self._retry_request()))
+        at = datetime.now(UTC)
+        try:
+            response = send()
+        except Exception as exc:
+            self.client.record_attempt(self.operation_id, self._attempt(at, None, exc))
+            raise
+        self.client.record_attempt(self.operation_id, self._attempt(at, response, None))
+        return response
+
+
+class AsyncTrackedEffect(_Tracking):
+    """The async twin of `TrackedEffect`."""
+
+    def __init__(self, client: AsyncReconcilerClient, intent: IntentIn,
+                 holder: str | None = None, receipt: ReceiptReader | None = None) -> None:
+        super().__init__(intent, holder, receipt)
+        self.client = client
+
+    async def __aenter__(self) -> Self:
+        recorded = await self.client.record_intent(self.intent)
+        self.attempts = len(recorded.value.attempts)
+        self.resumed = not recorded.created
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def dispatch(self, send: Callable[[], Awaitable[httpx.Response]]) -> httpx.Response:
+        """Send once (asking the gate first if this is a retry) and record what happened."""
+        if self._needs_grant():
+            if self.attempts == 0:
+                await self.client.reconcile(self.operation_id)
+            self._check(await self.client.ask_retry(self.operation_id, self._retry_request()))
+        at = datetime.now(UTC)
+        try:
+            response = await send()
+        except Exception as exc:
+            await self.client.record_attempt(self.operation_id, self._attempt(at, None, exc))
+            raise
+        await self.client.record_attempt(self.operation_id, self._attempt(at, response, None))
+        return response

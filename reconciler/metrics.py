@@ -1,0 +1,35 @@
+"""Prometheus metrics, one definition each, on the default registry (served at /metrics).
+
+Names follow Prometheus conventions: counters end in `_total`, durations are `_seconds`
+histograms. Labels take small closed sets of values (verdicts, outcomes, probe names from
+configuration), never operation ids.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+INTENTS = Counter("reconciler_intents_recorded_total",
+                  "Intents recorded, by result (created, repeat, conflict).", ["result"])
+ATTEMPTS = Counter("reconciler_attempts_total", "Attempts recorded, by transport outcome.",
+                   ["outcome"])
+VERDICTS = Counter("reconciler_verdicts_total",
+                   "Verdicts decided (every evaluation that was returned or cached), by verdict.",
+                   ["verdict"])
+RETRY_DECISIONS = Counter("reconciler_retry_decisions_total",
+                          "Retry gate answers, by result (granted, refused, in_progress, "
+                          "mismatch).", ["result"])
+PROBE_DURATION = Histogram("reconciler_probe_duration_seconds",
+                           "Wall time of one probe call, by probe.", ["probe"],
+                           buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+PROBE_RESULTS = Counter("reconciler_probe_results_total",
+                        "Probe results, by probe and authority (receipt for a key lookup hit).",
+                        ["probe", "authority"])
+RECONCILE_LAG = Gauge("reconciler_reconcile_lag_seconds",
+                      "Age of the oldest operation that is due for probing (0 when none).")
+ESCALATIONS = Counter("reconciler_escalations_total",
+                      "Operations escalated to a human (deadline or probe budget spent).")
+STORE_DURATION = Histogram("reconciler_store_duration_seconds",
+                           "Wall time of one receipt-store call, by method.", ["method"],
+                           buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                    1))

@@ -1,0 +1,21 @@
+"""The sandbox provider: four fake provider APIs over real HTTP, with fault injection.
+
+See docs/sandbox-api.md for the wire contract.
+"""
+
+from reconciler.sandbox.app import create_app
+from reconciler.sandbox.clock import Clock, ManualClock, SystemClock
+from reconciler.sandbox.server import RunningSandbox, running_sandbox, serve
+from reconciler.sandbox.state import SandboxConfig, SandboxState
+
+__all__ = [
+    "Clock",
+    "ManualClock",
+    "RunningSandbox",
+    "SandboxConfig",
+    "SandboxState",
+    "SystemClock",
+    "create_app",
+    "running_sandbox",
+    "serve",
+]

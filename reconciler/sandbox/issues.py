@@ -1,0 +1,108 @@
+"""Issues, GitHub-like, under /gh: no idempotency at all; found by a marker in the body."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+
+from reconciler.sandbox.clock import rfc3339
+from reconciler.sandbox.faults import Faults, perform_write, requested_faults
+from reconciler.sandbox.state import JSONObject
+from reconciler.sandbox.wire import State, read_json_body, reads_available
+
+PROVIDER = "gh"
+
+# GitHub's issue id and number differ; keeping them apart here catches a probe that looks an
+# issue up by the wrong one.
+_ID_BASE = 100_000_000
+
+router = APIRouter(prefix="/gh", tags=["issues"], dependencies=[Depends(reads_available)])
+
+
+def _ref(owner: str, repo: str, number: int) -> str:
+    return f"{owner}/{repo}#{number}"
+
+
+def _parse_search(q: str) -> tuple[str, str | None]:
+    """`<text> repo:<owner>/<repo>` -> (text, repo). Only `repo:` is a qualifier, because the
+    marker itself (`reconciler:op=...`) looks like one; the text may be double-quoted."""
+    words = q.split()
+    repos = [w.removeprefix("repo:") for w in words if w.startswith("repo:")]
+    text = " ".join(w for w in words if not w.startswith("repo:"))
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        text = text[1:-1]
+    return text, repos[-1] if repos else None
+
+
+@router.post("/repos/{owner}/{repo}/issues", status_code=201)
+async def create_issue(
+    request: Request,
+    state: State,
+    faults: Annotated[Faults, Depends(requested_faults)],
+    owner: str,
+    repo: str,
+) -> JSONResponse:
+    body = await read_json_body(request)
+    if body is None:
+        return JSONResponse({"message": "Problems parsing JSON"}, 400)
+    title, text = body.data.get("title"), body.data.get("body", "")
+    if not isinstance(title, str) or not title or not isinstance(text, str):
+        return JSONResponse({"message": "Validation Failed"}, 422)
+    base_url = str(request.base_url)
+
+    def build(seq: int, now: float) -> tuple[str, JSONObject]:
+        # Numbers are unique across the sandbox rather than per repo: simpler, and still unique
+        # within each repo, which is all a probe relies on.
+        return _ref(owner, repo, seq), {
+            "id": _ID_BASE + seq,
+            "number": seq,
+            "html_url": f"{base_url}gh/repos/{owner}/{repo}/issues/{seq}",
+            "title": title,
+            "body": text,
+            "created_at": rfc3339(now),
+            "request_hash": body.request_hash,
+        }
+
+    def commit(copies: int) -> JSONResponse:
+        issue = state.commit(
+            PROVIDER, body.request_hash, build, copies=copies, scope=f"{owner}/{repo}"
+        )
+        return JSONResponse(issue.data, 201)
+
+    return await perform_write(state, faults, commit)
+
+
+@router.get("/repos/{owner}/{repo}/issues/{number}")
+async def get_issue(state: State, owner: str, repo: str, number: int) -> JSONResponse:
+    record = state.get(PROVIDER, _ref(owner, repo, number))
+    if record is None:
+        return JSONResponse({"message": "Not Found"}, 404)
+    return JSONResponse(record.data)
+
+
+@router.get("/search/issues")
+async def search_issues(state: State, q: str) -> JSONResponse:
+    text, repo = _parse_search(q)
+    items = [
+        r.data
+        for r in state.search(PROVIDER)
+        if (repo is None or r.scope == repo) and text in r.data["body"]
+    ]
+    return JSONResponse({"total_count": len(items), "items": items})
+
+
+# `state=` is accepted and ignored, since sandbox issues are never closed.
+@router.get("/repos/{owner}/{repo}/issues")
+async def list_issues(
+    state: State,
+    owner: str,
+    repo: str,
+    per_page: Annotated[int, Query(ge=1, le=100)] = 30,
+    page: Annotated[int, Query(ge=1)] = 1,
+) -> JSONResponse:
+    scope = f"{owner}/{repo}"
+    found = [r.data for r in state.listing(PROVIDER) if r.scope == scope]
+    start = (page - 1) * per_page
+    return JSONResponse(found[start : start + per_page])

@@ -1,0 +1,82 @@
+"""Email, Postmark-like, under /mail: no idempotency key, found again by metadata."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+
+from reconciler.sandbox.clock import rfc3339
+from reconciler.sandbox.faults import Faults, perform_write, requested_faults
+from reconciler.sandbox.state import JSONObject
+from reconciler.sandbox.wire import State, read_json_body, reads_available
+
+PROVIDER = "mail"
+
+router = APIRouter(prefix="/mail", tags=["email"], dependencies=[Depends(reads_available)])
+
+
+def _invalid() -> JSONResponse:
+    """Postmark's answer to a malformed send."""
+    return JSONResponse({"ErrorCode": 300, "Message": "Invalid email request"}, 422)
+
+
+@router.post("/email")
+async def send_email(
+    request: Request, state: State, faults: Annotated[Faults, Depends(requested_faults)]
+) -> JSONResponse:
+    body = await read_json_body(request)
+    if body is None:
+        return _invalid()
+    to, metadata = body.data.get("To"), body.data.get("Metadata", {})
+    if not isinstance(to, str) or not to or not isinstance(metadata, dict):
+        return _invalid()
+
+    def build(seq: int, now: float) -> tuple[str, JSONObject]:
+        message_id = str(uuid.uuid4())
+        return message_id, {
+            "MessageID": message_id,
+            "Metadata": metadata,
+            "ReceivedAt": rfc3339(now),
+            "RequestHash": body.request_hash,
+        }
+
+    def commit(copies: int) -> JSONResponse:
+        message = state.commit(PROVIDER, body.request_hash, build, copies=copies).data
+        return JSONResponse(
+            {
+                "To": to,
+                "SubmittedAt": message["ReceivedAt"],
+                "MessageID": message["MessageID"],
+                "ErrorCode": 0,
+                "Message": "OK",
+            }
+        )
+
+    return await perform_write(state, faults, commit)
+
+
+@router.get("/messages/outbound")
+async def search_outbound(
+    state: State,
+    metadata_operation_id: str | None = None,
+    count: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> JSONResponse:
+    found = [
+        r.data
+        for r in state.search(PROVIDER)
+        if metadata_operation_id is None
+        or r.data["Metadata"].get("operation_id") == metadata_operation_id
+    ]
+    return JSONResponse({"TotalCount": len(found), "Messages": found[offset : offset + count]})
+
+
+@router.get("/messages/outbound/{message_id}/details")
+async def message_details(state: State, message_id: str) -> JSONResponse:
+    record = state.get(PROVIDER, message_id)
+    if record is None:
+        return JSONResponse({"ErrorCode": 701, "Message": "Message not found"}, 404)
+    return JSONResponse(record.data)

@@ -1,0 +1,57 @@
+"""HTTP plumbing the four fake providers share: the state, the received body, error answers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.responses import JSONResponse
+
+from reconciler.errors import HashInputError
+from reconciler.hashing import request_hash
+from reconciler.sandbox.state import JSONObject, SandboxState
+
+
+class ProviderError(Exception):
+    """An answer in a provider's own error shape, raised where returning one is not possible
+    (dependencies, helpers)."""
+
+    def __init__(self, status_code: int, body: JSONObject) -> None:
+        super().__init__(status_code, body)
+        self.status_code = status_code
+        self.body = body
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body, self.status_code)
+
+
+def sandbox_state(request: Request) -> SandboxState:
+    state: SandboxState = request.app.state.sandbox
+    return state
+
+
+State = Annotated[SandboxState, Depends(sandbox_state)]
+
+
+def reads_available(request: Request, state: State) -> None:
+    """Router dependency: with `read_unavailable`, every GET under a provider fails."""
+    if request.method == "GET" and state.config.read_unavailable:
+        raise ProviderError(503, {"error": "read api unavailable"})
+
+
+@dataclass(frozen=True, slots=True)
+class JsonBody:
+    data: JSONObject
+    request_hash: str
+
+
+async def read_json_body(request: Request) -> JsonBody | None:
+    """The body as received and its hash, or None when it is not a hashable JSON object
+    (each provider answers that in its own error shape)."""
+    try:
+        data = json.loads(await request.body())
+        return JsonBody(data, request_hash(data)) if isinstance(data, dict) else None
+    except (ValueError, HashInputError):
+        return None

@@ -1,0 +1,216 @@
+"""The wire format of the sidecar's HTTP API (SPEC section 6), shared by the service and the
+client. Validation lives here: what passes these models is safe to hand to the ledger.
+
+Hashes must look like hashes (`sha256:` and 64 hex digits) and identifiers are short, so that
+arguments or message bodies cannot slip into the store through a mislabelled field.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+
+from reconciler.domain import Authority, Effect, Outcome, Verdict
+
+Hash = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$",
+                            examples=["sha256:" + "0" * 64])]
+IDENT_PATTERN = r"^[A-Za-z0-9._:@/+=-]+$"
+Ident = Annotated[str, Field(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
+Key = Annotated[str, Field(min_length=1, max_length=255)]
+Name = Annotated[str, Field(min_length=1, max_length=100)]
+Note = Annotated[str, Field(max_length=2000)]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MatchIn(_In):
+    provider_ref: Key
+    request_hash: Hash | None = None
+
+
+class IntentIn(_In):
+    """Recorded before dispatch. The server stamps the time."""
+
+    operation_id: Ident
+    request_hash: Hash
+    idempotency_key: Key | None = None
+    provider: Name
+    action: Name
+    effect: Effect
+    run_id: Ident | None = None
+    tool_call_id: Ident | None = None
+    correlation: dict[Name, Key] = Field(default_factory=dict, max_length=16, description=(
+        "References probes need to find the effect (channel id, repository): never content."))
+
+
+class AttemptIn(_In):
+    attempt: int = Field(ge=1, le=1000, description="1-based attempt number")
+    idempotency_key: Key | None = None
+    request_hash: Hash
+    at: AwareDatetime | None = Field(None, description="dispatch time; default: now")
+    outcome: Outcome
+    status: int | None = Field(None, ge=100, le=599, description="with outcome=response")
+    receipt: MatchIn | None = None
+
+    @model_validator(mode="after")
+    def _status_with_response(self) -> AttemptIn:
+        # A timeout with a status code, or a response without one, is a caller's bug that
+        # would otherwise pass as a (false) success claim or hide one.
+        if (self.status is None) == (self.outcome is Outcome.RESPONSE):
+            raise ValueError("status is required with outcome=response and only with it")
+        return self
+
+
+class ReceiptIn(_In):
+    kind: Literal["receipt"]
+    provider_ref: Key
+    request_hash: Hash | None = None
+    source: Name = "webhook"
+    at: AwareDatetime | None = None
+
+
+class ObservationIn(_In):
+    kind: Literal["observation"]
+    probe: Name
+    authority: Literal[Authority.AUTHORITATIVE, Authority.LAGGING, Authority.WEAK,
+                       Authority.UNAVAILABLE]
+    matches: list[MatchIn] = Field(default_factory=list, max_length=100)
+    error: Annotated[str, Field(max_length=500)] | None = None
+    at: AwareDatetime | None = None
+
+
+EvidenceIn = Annotated[ReceiptIn | ObservationIn, Field(discriminator="kind")]
+
+
+class ResolutionIn(_In):
+    verdict: Literal[Verdict.VERIFIED_APPLIED, Verdict.VERIFIED_NOT_APPLIED]
+    actor: Name
+    note: Note = ""
+
+
+class ApprovalIn(_In):
+    actor: Name
+    note: Note = ""
+
+
+class RetryIn(_In):
+    idempotency_key: Key | None = None
+    request_hash: Hash
+    holder: Ident | None = Field(None, description="who would retry; default: a fresh id")
+
+
+class WebhookIn(BaseModel):
+    """A provider's callback about one operation. Other fields of the provider's payload are
+    ignored, never stored: a callback may carry message contents."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    operation_id: Ident
+    provider_ref: Key
+    request_hash: Hash | None = None
+
+
+class WebhookAck(BaseModel):
+    operation_id: str
+    accepted: bool
+
+
+class MatchOut(BaseModel):
+    """A match as recorded; probes may report refs and hashes the input rules would refuse."""
+
+    provider_ref: str
+    request_hash: str | None = None
+
+
+class IntentOut(BaseModel):
+    operation_id: str
+    request_hash: str
+    idempotency_key: str | None
+    provider: str
+    action: str
+    effect: Effect
+    at: datetime
+    run_id: str | None
+    tool_call_id: str | None
+    correlation: dict[str, str]
+
+
+class AttemptOut(BaseModel):
+    attempt: int
+    idempotency_key: str | None
+    request_hash: str
+    at: datetime
+    outcome: Outcome
+    status: int | None
+    receipt: MatchOut | None
+
+
+class EvidenceOut(BaseModel):
+    """One timeline entry; `kind` says which fields carry meaning."""
+
+    kind: Literal["receipt", "observation", "resolution", "approval", "intent_conflict",
+                  "refused_retry"]
+    at: datetime
+    authority: Authority | None = None
+    source: str | None = None
+    provider_ref: str | None = None
+    request_hash: str | None = None
+    idempotency_key: str | None = None
+    matches: list[MatchOut] = Field(default_factory=list)
+    error: str | None = None
+    verdict: Verdict | None = None
+    actor: str | None = None
+    note: str | None = None
+
+
+class OperationOut(BaseModel):
+    intent: IntentOut
+    attempts: list[AttemptOut]
+    evidence: list[EvidenceOut]
+    verdict: Verdict
+    findings: list[str]
+    next_action: str
+    retry_allowed: bool
+    escalated: bool
+    evaluated_at: datetime
+
+
+class RetryOut(BaseModel):
+    allowed: bool
+    verdict: Verdict
+    reason: str
+    lease_expires_at: datetime | None
+    holder: str
+    findings: list[str]
+
+
+class OperationSummaryOut(BaseModel):
+    operation_id: str
+    provider: str
+    action: str
+    verdict: Verdict
+    next_action: str
+    escalated: bool
+    updated_at: datetime
+
+
+class OperationListOut(BaseModel):
+    items: list[OperationSummaryOut]
+    next_cursor: str | None = Field(None, description="pass as ?after= for the next page")
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    operation_id: str | None = None

@@ -1,0 +1,254 @@
+"""Bounded reconciliation with fake probes: misbehaving probes are evidence of nothing,
+deadlines and budgets escalate, escalated operations are left alone, leases keep two sweepers
+off one operation."""
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from probes.base import ProbeTarget
+from reconciler.domain import (
+    Attempt,
+    Authority,
+    Effect,
+    Intent,
+    Match,
+    Observation,
+    Outcome,
+    ProviderContract,
+    Receipt,
+    Verdict,
+)
+from reconciler.ledger import Ledger
+from reconciler.store.leases import SqlLeases
+from reconciler.store.schema import open_store
+from reconciler.sweep import Sweeper, SweepPolicy, sweep_periodically
+
+from builders import H0, K0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+class FakeProbe:
+    """A probe whose answer is a function of the target; counts its calls."""
+
+    def __init__(self, answer: Callable[[ProbeTarget], Any], clock: Clock,
+                 name: str = "fake") -> None:
+        self.name, self.answer, self.clock, self.calls = name, answer, clock, 0
+
+    def probe(self, target: ProbeTarget) -> Observation | Receipt:
+        self.calls += 1
+        return self.answer(target)  # type: ignore[no-any-return]
+
+
+CONTRACT = ProviderContract("pay", idempotency_keys=True, visibility_lag_s=0,
+                            reconcile_deadline_s=600, max_attempts=3)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def ledger(tmp_path: Path, clock: Clock) -> Ledger:
+    ledger = Ledger(open_store(f"sqlite:///{tmp_path / 'r.db'}"), clock)
+    ledger.store.put_contract(CONTRACT)
+    return ledger
+
+
+def dispatched(ledger: Ledger, op: str = "op-1") -> str:
+    now = ledger.clock()
+    ledger.record_intent(Intent(op, H0, K0, "pay", "charge", Effect.NON_IDEMPOTENT, now))
+    ledger.record_attempt(Attempt(op, 1, K0, H0, now, Outcome.TIMEOUT))
+    return op
+
+
+def sweeper(ledger: Ledger, *probes: Any, **policy: Any) -> Sweeper:
+    return Sweeper(ledger, SqlLeases(ledger.store), lambda provider: probes,  # type: ignore[arg-type]
+                   SweepPolicy(**{"probe_timeout_s": 0.5, **policy}))
+
+
+def observations(ledger: Ledger, op: str = "op-1") -> list[Observation]:
+    return ledger.store.facts(op).of(Observation)
+
+
+def zero(clock: Clock) -> Callable[[ProbeTarget], Observation]:
+    return lambda target: Observation(target.operation_id, clock(), "fake",
+                                      Authority.AUTHORITATIVE)
+
+
+def test_a_probe_that_hangs_is_cut_off_and_recorded_unavailable(ledger: Ledger,
+                                                                 clock: Clock) -> None:
+    release = threading.Event()
+    hanging = FakeProbe(lambda target: release.wait(30), clock, "hangs")
+    dispatched(ledger)
+    clock.advance(1)
+    started = time.monotonic()
+    [judgement] = sweeper(ledger, hanging).sweep()
+    release.set()
+    assert time.monotonic() - started < 5
+    [obs] = observations(ledger)
+    assert obs.authority is Authority.UNAVAILABLE and "timed out" in (obs.error or "")
+    assert judgement.decision.verdict is Verdict.INDETERMINATE
+
+
+@pytest.mark.parametrize("answer", [
+    lambda target: {"matches": ["ch_1"]},
+    lambda target: None,
+    lambda target: Observation("another-op", datetime.now(UTC), "x", Authority.AUTHORITATIVE,
+                               (Match("ch_1"),)),
+], ids=["a_dict", "none", "another_operation"])
+def test_a_probe_that_returns_garbage_is_recorded_unavailable(
+        ledger: Ledger, clock: Clock, answer: Callable[[ProbeTarget], Any]) -> None:
+    dispatched(ledger)
+    [judgement] = sweeper(ledger, FakeProbe(answer, clock)).sweep()
+    assert [o.authority for o in observations(ledger)] == [Authority.UNAVAILABLE]
+    assert judgement.decision.verdict is Verdict.INDETERMINATE
+
+
+def test_a_probe_that_raises_is_recorded_unavailable(ledger: Ledger, clock: Clock) -> None:
+    def boom(target: ProbeTarget) -> Observation:
+        raise ConnectionError("provider down")
+    dispatched(ledger)
+    [judgement] = sweeper(ledger, FakeProbe(boom, clock)).sweep()
+    assert [o.authority for o in observations(ledger)] == [Authority.UNAVAILABLE]
+    assert judgement.decision.verdict is Verdict.INDETERMINATE
+
+
+def test_a_conclusive_zero_ends_reconciliation(ledger: Ledger, clock: Clock) -> None:
+    probe = FakeProbe(zero(clock), clock)
+    dispatched(ledger)
+    clock.advance(1)
+    runner = sweeper(ledger, probe)
+    [judgement] = runner.sweep()
+    assert judgement.decision.verdict is Verdict.VERIFIED_NOT_APPLIED
+    clock.advance(3600)
+    assert runner.sweep() == [] and probe.calls == 1
+
+
+def test_an_operation_without_an_attempt_is_not_probed(ledger: Ledger, clock: Clock) -> None:
+    probe = FakeProbe(zero(clock), clock)
+    ledger.record_intent(Intent("op-1", H0, K0, "pay", "charge", Effect.NON_IDEMPOTENT, clock()))
+    assert sweeper(ledger, probe).sweep() == [] and probe.calls == 0
+
+
+def test_rounds_back_off_until_the_next_probe_time(ledger: Ledger, clock: Clock) -> None:
+    probe = FakeProbe(lambda t: Observation(t.operation_id, clock(), "fake", Authority.WEAK), clock)
+    dispatched(ledger)
+    runner = sweeper(ledger, probe, first_backoff_s=10)
+    runner.sweep()
+    clock.advance(5)
+    assert runner.sweep() == []  # not due yet: the first backoff is 10 s
+    clock.advance(5)
+    assert len(runner.sweep()) == 1
+    clock.advance(10)
+    assert runner.sweep() == []  # the second backoff is 20 s
+    assert probe.calls == 2
+
+
+def test_the_deadline_escalates_and_probing_stops(ledger: Ledger, clock: Clock) -> None:
+    probe = FakeProbe(lambda t: Observation(t.operation_id, clock(), "fake", Authority.UNAVAILABLE,
+                                            (), "down"), clock)
+    dispatched(ledger)
+    runner = sweeper(ledger, probe, first_backoff_s=1000)
+    runner.sweep()
+    clock.advance(600)
+    [judgement] = runner.sweep()
+    assert judgement.decision.next_action == "escalate_to_human"
+    [summary] = ledger.store.list_operations(escalated=True)
+    assert summary.operation_id == "op-1" and summary.verdict == "indeterminate"
+    clock.advance(10_000)
+    assert runner.sweep() == [] and probe.calls == 2
+    assert not judgement.decision.retry_allowed
+
+
+def test_the_probe_budget_escalates(ledger: Ledger, clock: Clock) -> None:
+    probe = FakeProbe(lambda t: Observation(t.operation_id, clock(), "fake", Authority.WEAK), clock)
+    dispatched(ledger)
+    runner = sweeper(ledger, probe, probe_budget=3, first_backoff_s=1)
+    for _ in range(10):
+        runner.sweep()
+        clock.advance(5)
+    assert probe.calls == 3
+    assert [o.operation_id for o in ledger.store.list_operations(escalated=True)] == ["op-1"]
+
+
+def test_two_sweepers_never_probe_one_operation_at_once(ledger: Ledger, clock: Clock) -> None:
+    inside: dict[str, int] = {}
+    overlap: list[str] = []
+    lock = threading.Lock()
+
+    def slow(target: ProbeTarget) -> Observation:
+        with lock:
+            inside[target.operation_id] = inside.get(target.operation_id, 0) + 1
+            if inside[target.operation_id] > 1:
+                overlap.append(target.operation_id)
+        time.sleep(0.05)
+        with lock:
+            inside[target.operation_id] -= 1
+        return Observation(target.operation_id, clock(), "fake", Authority.WEAK)
+
+    for n in range(12):
+        dispatched(ledger, f"op-{n}")
+    probe = FakeProbe(slow, clock)
+    a = sweeper(ledger, probe, first_backoff_s=0.0001)
+    b = sweeper(ledger, probe, first_backoff_s=0.0001)
+    threads = [threading.Thread(target=s.sweep) for s in (a, b, a, b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not overlap
+    assert probe.calls >= 12
+
+
+def test_on_demand_reconcile_is_refused_while_another_sweeper_holds_the_lease(
+        ledger: Ledger, clock: Clock) -> None:
+    dispatched(ledger)
+    leases = SqlLeases(ledger.store)
+    assert leases.claim("op-1", "someone-else", clock(), 60)
+    assert sweeper(ledger, FakeProbe(zero(clock), clock)).reconcile("op-1") is None
+    clock.advance(61)
+    judgement = sweeper(ledger, FakeProbe(zero(clock), clock)).reconcile("op-1")
+    assert judgement is not None and judgement.decision.verdict is Verdict.VERIFIED_NOT_APPLIED
+
+
+def test_closing_a_sweeper_releases_its_leases(ledger: Ledger, clock: Clock) -> None:
+    dispatched(ledger)
+    runner = sweeper(ledger)
+    leases = SqlLeases(ledger.store)
+    assert leases.claim("op-1", runner.holder, clock(), 60)
+    runner.close()
+    assert leases.claim("op-1", "next", clock(), 60)
+
+
+def test_apscheduler_drives_the_periodic_sweep(ledger: Ledger, clock: Clock) -> None:
+    probed = threading.Event()
+
+    def answer(target: ProbeTarget) -> Observation:
+        probed.set()
+        return Observation(target.operation_id, clock(), "fake", Authority.AUTHORITATIVE)
+
+    dispatched(ledger)
+    clock.advance(1)
+    scheduler = sweep_periodically(sweeper(ledger, FakeProbe(answer, clock)), every_s=0.1)
+    try:
+        assert probed.wait(10)
+    finally:
+        scheduler.shutdown(wait=True)
+    assert ledger.judge("op-1").decision.verdict is Verdict.VERIFIED_NOT_APPLIED
