@@ -1,6 +1,7 @@
 """The receipt store: idempotent intents, recorded conflicts, append-only evidence, durability,
 migrations, and no secrets at rest."""
 
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,8 +30,10 @@ from builders import H0, K0, OP, OTHER_HASH, attempt, intent, probe, receipt, re
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SqlStore:
-    return open_store(f"sqlite:///{tmp_path / 'r.db'}")
+def store(store_url: str) -> Iterator[SqlStore]:
+    store = open_store(store_url)
+    yield store
+    store.engine.dispose()
 
 
 def test_recording_an_intent_twice_is_an_idempotent_repeat(store: SqlStore) -> None:
@@ -84,7 +87,8 @@ def test_unconfigured_provider_gets_the_cautious_default_contract(store: SqlStor
     assert store.contract("pay") == configured
 
 
-def test_sqlite_store_is_wal_with_synchronous_full(store: SqlStore) -> None:
+def test_sqlite_store_is_wal_with_synchronous_full(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'r.db'}")
     with store.engine.connect() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
         assert conn.execute(text("PRAGMA synchronous")).scalar() == 2  # FULL

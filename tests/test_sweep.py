@@ -4,9 +4,8 @@ off one operation."""
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,10 +64,11 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def ledger(tmp_path: Path, clock: Clock) -> Ledger:
-    ledger = Ledger(open_store(f"sqlite:///{tmp_path / 'r.db'}"), clock)
-    ledger.store.put_contract(CONTRACT)
-    return ledger
+def ledger(store_url: str, clock: Clock) -> Iterator[Ledger]:
+    store = open_store(store_url)
+    store.put_contract(CONTRACT)
+    yield Ledger(store, clock)
+    store.engine.dispose()
 
 
 def dispatched(ledger: Ledger, op: str = "op-1") -> str:
