@@ -113,3 +113,17 @@ def sandbox_command(
     typer.echo(f"sandbox provider on http://{host}:{port} (payments /pay, email /mail, "
                "chat /chat, issues /gh; faults via the X-Sandbox-Fault header)")
     serve(host, port)
+
+
+@app.command("demo")
+def demo_command() -> None:
+    """Play the product's origin cases end to end: a loopback sandbox provider with injected
+    faults, a temporary ledger, real probes and the retry gate. Prints one row per scenario;
+    exits 1 if any verdict differs from the expected one."""
+    from reconciler.demo import closing_line, play_all, table_rows
+
+    played = play_all(progress=lambda line: typer.echo(line, err=True))
+    typer.echo(_table(table_rows(played)))
+    typer.echo(closing_line(played))
+    if not all(p.as_expected for p in played):
+        raise typer.Exit(EXIT_FAILED)

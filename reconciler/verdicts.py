@@ -230,7 +230,8 @@ def _side_findings(facts: Facts, seen: _Seen) -> list[str]:
         found.append(Finding.WEAK_MATCH)
     if any(o.authority is Authority.UNAVAILABLE for o in observations):
         found.append(Finding.PROBE_UNAVAILABLE)
-    if any(not _bound(h, facts) for h in _receipt_hashes(facts)):
+    # A receipt that names no hash (Postmark's MessageID) is unbound, not bound elsewhere.
+    if any(h is not None and not _bound(h, facts) for h in _receipt_hashes(facts)):
         found.append(Finding.RECEIPT_HASH_MISMATCH)
     if not seen.conclusive_zero and any(
             o.authority in PROOF_AUTHORITIES and not o.matches for o in observations):

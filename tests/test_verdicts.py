@@ -168,6 +168,11 @@ def test_rule7_receipt_bound_to_another_hash_proves_nothing() -> None:
     assert Finding.RECEIPT_HASH_MISMATCH in d.findings
 
 
+def test_receipt_without_a_hash_is_unbound_but_no_hash_mismatch() -> None:
+    d = judge(attempt(1, 1, Outcome.RESPONSE, status=200, receipt=Match("msg-1")))
+    assert d.verdict is Verdict.INDETERMINATE
+    assert Finding.RECEIPT_HASH_MISMATCH not in d.findings
+
 # Rule 6 -------------------------------------------------------------------------------------
 
 def test_rule6_authoritative_zero_after_dispatch_is_verified_not_applied() -> None:

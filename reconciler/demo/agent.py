@@ -1,0 +1,143 @@
+"""The agent worker's side of the demo: what it sends to each sandbox provider, and the facts it
+records around one dispatch (SPEC section 2).
+
+The intent is planned from the exact JSON body before anything is sent; the body goes out as
+those canonical bytes, so the hash the provider records for it (docs/sandbox-api.md) is the
+intent's, and a receipt echoed back is *bound*. After the call, the transport outcome is all
+the agent knows: a response (with its receipt when the provider names the effect), a timeout, or
+a connection error. Integration tests reuse these shapes to drive the sandbox the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from probes.matching import dig
+from reconciler.domain import Attempt, Effect, Intent, Match, Outcome
+from reconciler.hashing import canonical_json, derive_idempotency_key, request_hash
+
+#: Where a body template takes the operation id, which is what the provider keeps for probes.
+OPERATION = "{operation_id}"
+CHANNEL = "C0DEMO"
+OWNER, REPO = "acme", "demo"
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """How an agent performs one action at one sandbox provider.
+
+    `root` is the provider's prefix on the sandbox (also its probes' `base_url`); `body` a JSON
+    template whose strings may hold `{operation_id}`; `receipt_ref`/`receipt_hash` are dotted
+    paths, in a 2xx answer, of the effect's reference and of the request hash the provider
+    recorded (None where the provider does not echo one).
+    """
+
+    provider: str
+    action: str
+    effect: Effect
+    root: str
+    path: str
+    body: Mapping[str, Any]
+    receipt_ref: str
+    receipt_hash: str | None = None
+    keyed: bool = False
+    correlation: Mapping[str, str] = field(default_factory=dict)
+
+    def params(self, operation_id: str) -> dict[str, Any]:
+        """The exact JSON body the agent sends for `operation_id`."""
+        filled: dict[str, Any] = _fill(self.body, operation_id)
+        return filled
+
+
+def _fill(template: Any, operation_id: str) -> Any:
+    if isinstance(template, str):
+        return template.replace(OPERATION, operation_id)
+    if isinstance(template, Mapping):
+        return {key: _fill(value, operation_id) for key, value in template.items()}
+    return template
+
+
+SHAPES: dict[str, Shape] = {shape.provider: shape for shape in (
+    # With a provider idempotency key, a same-key retry is idempotent: the only retryable one.
+    Shape("payments", "charges.create", Effect.IDEMPOTENT_WRITE, "/pay", "/v1/charges",
+          {"amount": 1250, "currency": "eur", "metadata": {"operation_id": OPERATION}},
+          receipt_ref="id", receipt_hash="request_hash", keyed=True),
+    # Postmark answers a MessageID but no request hash: a reference, never a bound receipt.
+    Shape("email", "email.send", Effect.NON_IDEMPOTENT, "/mail", "/email",
+          {"From": "agent@example.test", "To": "customer@example.test",
+           "Subject": "Your booking", "TextBody": "Booked for Tuesday.",
+           "Metadata": {"operation_id": OPERATION}},
+          receipt_ref="MessageID"),
+    Shape("chat", "chat.postMessage", Effect.NON_IDEMPOTENT, "/chat", "/api/chat.postMessage",
+          {"channel": CHANNEL, "text": "Deploy finished.",
+           "metadata": {"event_type": "agent_action",
+                        "event_payload": {"operation_id": OPERATION}}},
+          receipt_ref="ts", receipt_hash="message.request_hash",
+          correlation={"channel": CHANNEL}),
+    # GitHub has no idempotency at all; the marker in the body is how the issue is found again.
+    Shape("issues", "issues.create", Effect.NON_IDEMPOTENT, "/gh", f"/repos/{OWNER}/{REPO}/issues",
+          {"title": "Flaky deploy",
+           "body": f"Seen twice today.\n<!-- reconciler:op={OPERATION} -->"},
+          receipt_ref="number", receipt_hash="request_hash",
+          correlation={"owner": OWNER, "repo": REPO}),
+)}
+
+
+def plan_intent(shape: Shape, operation_id: str, at: datetime, run_id: str) -> Intent:
+    """The intent for one tool call, to record before dispatch. The tool call id is the
+    operation id, so the derived key is stable across restarts of the same run."""
+    key = derive_idempotency_key(run_id, operation_id) if shape.keyed else None
+    return Intent(operation_id, request_hash(shape.params(operation_id)), key, shape.provider,
+                  shape.action, shape.effect, at, run_id=run_id, tool_call_id=operation_id,
+                  correlation=dict(shape.correlation))
+
+
+def dispatch(http: httpx.Client, base_url: str, shape: Shape, intent: Intent, number: int,
+             at: datetime, *, fault: str | None = None, timeout_s: float = 0.3) -> Attempt:
+    """Send attempt `number` of `intent` (with a sandbox fault) and say what the caller saw.
+    `at` is the dispatch time, taken by the caller before the call."""
+    headers = {"Content-Type": "application/json"}
+    if intent.idempotency_key is not None:
+        headers["Idempotency-Key"] = intent.idempotency_key
+    if fault is not None:
+        headers["X-Sandbox-Fault"] = fault
+
+    def seen(outcome: Outcome, status: int | None = None,
+             receipt: Match | None = None) -> Attempt:
+        return Attempt(intent.operation_id, number, intent.idempotency_key, intent.request_hash,
+                       at, outcome, status, receipt)
+
+    try:
+        response = http.post(base_url + shape.root + shape.path, headers=headers,
+                             content=canonical_json(shape.params(intent.operation_id)),
+                             timeout=timeout_s)
+    except (httpx.ConnectError, httpx.ConnectTimeout):
+        return seen(Outcome.CONNECTION_ERROR)
+    except httpx.TimeoutException:
+        return seen(Outcome.TIMEOUT)
+    except httpx.TransportError:
+        return seen(Outcome.CONNECTION_ERROR)
+    return seen(Outcome.RESPONSE, response.status_code, _receipt(shape, response))
+
+
+def _receipt(shape: Shape, response: httpx.Response) -> Match | None:
+    """The effect a 2xx answer names, with the request hash the provider recorded if it says."""
+    if not response.is_success:
+        return None
+    try:
+        body = response.json()
+        ref = dig(body, shape.receipt_ref)
+    except (ValueError, LookupError):
+        return None
+    if isinstance(ref, bool) or not isinstance(ref, str | int):
+        return None
+    try:
+        bound = dig(body, shape.receipt_hash) if shape.receipt_hash else None
+    except LookupError:
+        bound = None
+    return Match(str(ref), bound if isinstance(bound, str) else None)
