@@ -104,12 +104,14 @@ def replay_command(
 def sandbox_command(
     host: Annotated[str, typer.Option(help="Address to bind; loopback unless you mean it.")
                     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8081,
+    port: Annotated[int | None, typer.Option(help="Port to listen on [default 8081].")] = None,
 ) -> None:
     """Serve the sandbox provider: fake payments, email, chat and issue APIs with fault
     injection (see docs/sandbox-api.md). In-memory; stops with Ctrl+C."""
     from reconciler.sandbox import serve
+    from reconciler.sandbox.server import DEFAULT_PORT
 
+    port = DEFAULT_PORT if port is None else port
     typer.echo(f"sandbox provider on http://{host}:{port} (payments /pay, email /mail, "
                "chat /chat, issues /gh; faults via the X-Sandbox-Fault header)")
     serve(host, port)
@@ -127,3 +129,55 @@ def demo_command() -> None:
     typer.echo(closing_line(played))
     if not all(p.as_expected for p in played):
         raise typer.Exit(EXIT_FAILED)
+
+
+@app.command("serve")
+def serve_command(
+    db: Annotated[str | None, typer.Option(
+        help="SQLAlchemy URL of the receipt store [env RECONCILER_DB; default "
+             "sqlite:///reconciler.db]. PostgreSQL: postgresql+psycopg://user@host/db")] = None,
+    host: Annotated[str | None, typer.Option(
+        help="Address to bind [env RECONCILER_HOST; default 127.0.0.1]. Any other address "
+             "needs a bearer token in RECONCILER_TOKEN.")] = None,
+    port: Annotated[int | None, typer.Option(
+        help="Port [env RECONCILER_PORT; default 8765; 0 picks a free one].")] = None,
+    config: Annotated[Path | None, typer.Option(
+        help="TOML file: a [service] table for these settings, [providers.*] for provider "
+             "contracts and probes [env RECONCILER_CONFIG].")] = None,
+    sweep_interval_s: Annotated[float | None, typer.Option(
+        help="Seconds between reconcile sweeps; 0 probes only on demand [default 5].")] = None,
+    probe_concurrency: Annotated[int | None, typer.Option(
+        help="Operations probed at once [default 4].")] = None,
+    probe_timeout_s: Annotated[float | None, typer.Option(
+        help="A probe call still running after this is recorded unavailable [default 10].")
+    ] = None,
+    probe_budget: Annotated[int | None, typer.Option(
+        help="Probe rounds per operation before it is escalated [default 20].")] = None,
+    retry_lease_ttl_s: Annotated[float | None, typer.Option(
+        help="How long a retry grant stays valid [default 60].")] = None,
+    max_body_bytes: Annotated[int | None, typer.Option(
+        help="Larger request bodies get 413 [default 65536].")] = None,
+    shutdown_timeout_s: Annotated[float | None, typer.Option(
+        help="On SIGTERM, how long requests in flight may take to finish [default 30].")
+    ] = None,
+) -> None:
+    """Run the sidecar: the HTTP API (SPEC section 6) with the reconcile sweep inside.
+
+    Settings come from flags, then RECONCILER_* variables, then the [service] table of
+    --config, then defaults. The bearer token is read from RECONCILER_TOKEN (or the variable
+    named by token_env in [service]), never from a flag. Stops gracefully on SIGTERM.
+    """
+    from reconciler.errors import ReconcilerError
+    from reconciler.service.server import EXIT_CANNOT_START, serve
+    from reconciler.service.settings import load_settings
+
+    flags = {"db": db, "host": host, "port": port, "config": config,
+             "sweep_interval_s": sweep_interval_s, "probe_concurrency": probe_concurrency,
+             "probe_timeout_s": probe_timeout_s, "probe_budget": probe_budget,
+             "retry_lease_ttl_s": retry_lease_ttl_s, "max_body_bytes": max_body_bytes,
+             "shutdown_timeout_s": shutdown_timeout_s}
+    try:
+        serve(load_settings(flags))
+    except (ReconcilerError, OSError) as exc:
+        typer.echo(f"error: cannot start: {exc}", err=True)
+        raise typer.Exit(EXIT_CANNOT_START) from None

@@ -10,7 +10,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    model_validator,
+)
 
 from reconciler.domain import Authority, Effect, Outcome, Verdict
 
@@ -21,6 +28,16 @@ Ident = Annotated[str, Field(min_length=1, max_length=200, pattern=IDENT_PATTERN
 Key = Annotated[str, Field(min_length=1, max_length=255)]
 Name = Annotated[str, Field(min_length=1, max_length=100)]
 Note = Annotated[str, Field(max_length=2000)]
+
+
+def _rfc3339_only(value: object) -> object:
+    # Pydantic would read a number as a Unix time; the wire format says an RFC 3339 string.
+    if isinstance(value, int | float):
+        raise ValueError("a time is an RFC 3339 string with a zone, e.g. 2026-01-01T00:00:00Z")
+    return value
+
+
+When = Annotated[AwareDatetime, BeforeValidator(_rfc3339_only)]
 
 
 class _In(BaseModel):
@@ -48,12 +65,13 @@ class IntentIn(_In):
 
 
 class AttemptIn(_In):
-    attempt: int = Field(ge=1, le=1000, description="1-based attempt number")
+    attempt: int = Field(ge=1, le=1000, strict=True, description="1-based attempt number")
     idempotency_key: Key | None = None
     request_hash: Hash
-    at: AwareDatetime | None = Field(None, description="dispatch time; default: now")
+    at: When | None = Field(None, description="dispatch time; default: now")
     outcome: Outcome
-    status: int | None = Field(None, ge=100, le=599, description="with outcome=response")
+    status: int | None = Field(None, ge=100, le=599, strict=True,
+                               description="with outcome=response")
     receipt: MatchIn | None = None
 
     @model_validator(mode="after")
@@ -70,7 +88,7 @@ class ReceiptIn(_In):
     provider_ref: Key
     request_hash: Hash | None = None
     source: Name = "webhook"
-    at: AwareDatetime | None = None
+    at: When | None = None
 
 
 class ObservationIn(_In):
@@ -80,7 +98,7 @@ class ObservationIn(_In):
                        Authority.UNAVAILABLE]
     matches: list[MatchIn] = Field(default_factory=list, max_length=100)
     error: Annotated[str, Field(max_length=500)] | None = None
-    at: AwareDatetime | None = None
+    at: When | None = None
 
 
 EvidenceIn = Annotated[ReceiptIn | ObservationIn, Field(discriminator="kind")]
@@ -124,6 +142,16 @@ class MatchOut(BaseModel):
 
     provider_ref: str
     request_hash: str | None = None
+
+
+class OperationQueryIn(_In):
+    """The query of the operations list; an unknown (misspelt) filter is an error, not ignored."""
+
+    verdict: Verdict | None = None
+    escalated: bool | None = None
+    after: str | None = Field(None, max_length=200,
+                              description="next_cursor of the previous page")
+    limit: int = Field(50, ge=1, le=500)
 
 
 class IntentOut(BaseModel):

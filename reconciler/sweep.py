@@ -112,7 +112,7 @@ class Sweeper:
             self.leases.finish(operation_id, self.holder, next_probe_at=None, escalate=False)
             raise
         next_at, escalate = self._schedule(judgement)
-        if escalate:
+        if escalate and not self.leases.is_escalated(operation_id):
             metrics.ESCALATIONS.inc()
         self.leases.finish(operation_id, self.holder, next_probe_at=next_at, escalate=escalate)
         return judgement

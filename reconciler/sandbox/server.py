@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,8 +11,9 @@ import uvicorn
 
 from reconciler.sandbox.app import create_app
 from reconciler.sandbox.state import SandboxState
+from reconciler.serving import bind, in_thread
 
-DEFAULT_PORT = 8765
+DEFAULT_PORT = 8081
 
 # Backstop for requests still inside an injected `delay` when the server stops; held
 # `lose_response` requests end at once (see `_SandboxServer.shutdown`).
@@ -79,47 +78,8 @@ def running_sandbox(
     up, or does not stop, within the timeouts.
     """
     state = state or SandboxState()
-    # Bound here rather than by uvicorn: a bind error then surfaces in the caller's thread, and
-    # the real port of port 0 is known before the server starts.
-    sock = _bind(host, port)
+    sock = bind(host, port)
     server = _server(state, host, port, quiet=True)
-    thread = threading.Thread(
-        target=server.run, args=([sock],), name="reconciler-sandbox", daemon=True
-    )
-    thread.start()
-    try:
-        deadline = time.monotonic() + startup_timeout_s
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"sandbox did not start on {host}:{port}")
-            time.sleep(0.01)
-        yield RunningSandbox(_base_url(sock), state)
-    finally:
-        server.should_exit = True
-        thread.join(shutdown_timeout_s)
-        sock.close()
-        if thread.is_alive():
-            raise RuntimeError(f"sandbox did not stop within {shutdown_timeout_s} s")
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family, type_, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
-    )[0]
-    # An explicit IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on sockets that declare it,
-    # and without it every answer waits ~40 ms for a delayed ACK.
-    sock = socket.socket(family, type_, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
-def _base_url(sock: socket.socket) -> str:
-    bound_host, bound_port = sock.getsockname()[:2]
-    if ":" in bound_host:
-        bound_host = f"[{bound_host}]"
-    return f"http://{bound_host}:{bound_port}"
+    with in_thread(server, sock, startup_timeout_s=startup_timeout_s,
+                   shutdown_timeout_s=shutdown_timeout_s) as url:
+        yield RunningSandbox(url, state)

@@ -82,14 +82,21 @@ class SqlStore:
             "operation needs a new operation id", operation_id=intent.operation_id)
 
     def record_attempt(self, attempt: Attempt) -> bool:
-        with self.session() as s:
-            self._require(s, attempt.operation_id)
-            existing = s.exec(select(AttemptRow).where(
-                AttemptRow.operation_id == attempt.operation_id,
-                AttemptRow.number == attempt.number)).first()
-            if existing is None:
-                s.add(rows.attempt_row(attempt))
-                return True
+        find = select(AttemptRow).where(AttemptRow.operation_id == attempt.operation_id,
+                                        AttemptRow.number == attempt.number)
+        try:
+            with self.session() as s:
+                self._require(s, attempt.operation_id)
+                existing = s.exec(find).first()
+                if existing is None:
+                    s.add(rows.attempt_row(attempt))
+                    s.flush()
+                    return True
+        except IntegrityError:
+            # Two first recordings of this attempt raced; the loser compares against the winner.
+            with self.session() as s:
+                existing = s.exec(find).first()
+        assert existing is not None
         if rows.attempt_of(existing) == attempt:
             return False
         raise AttemptConflictError(

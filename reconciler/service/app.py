@@ -1,0 +1,51 @@
+"""`create_app`: the sidecar's HTTP service (SPEC section 6) as an ASGI app."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import FastAPI
+
+from reconciler.ledger import Ledger
+from reconciler.service import health, operations, webhooks
+from reconciler.service.auth import BearerAuth
+from reconciler.service.intake import BodyIntake
+from reconciler.service.openapi import install_openapi
+from reconciler.service.problems import (
+    COMMON_PROBLEMS,
+    SafetyNet,
+    install_problem_handlers,
+    problem_responses,
+)
+from reconciler.service.runtime import build_runtime, lifespan
+from reconciler.service.settings import Settings
+from reconciler.sweep import ProbeLookup
+
+
+def _version() -> str:
+    try:
+        return version("effect-reconciler")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def create_app(settings: Settings, *, ledger: Ledger | None = None,
+               probes_for: ProbeLookup | None = None) -> FastAPI:
+    """The service. Without `ledger` it opens (and migrates) the store at `settings.db`;
+    without `probes_for` no operation has probes, and verdicts come from posted evidence."""
+    app = FastAPI(title="Effect-receipt reconciler", version=_version(), lifespan=lifespan,
+                  description="Records intents before dispatch, asks providers what happened, "
+                  "and gates every retry on evidence.",
+                  responses=problem_responses(*COMMON_PROBLEMS))
+    app.state.runtime = build_runtime(settings, ledger, probes_for)
+    routers = (operations.router, webhooks.router, health.router)
+    for router in routers:
+        app.include_router(router)
+    install_problem_handlers(app, [route for router in routers for route in router.routes])
+    install_openapi(app, bearer=settings.token is not None)
+    # Added innermost first: the safety net wraps everything, auth runs before any body is read.
+    app.add_middleware(BodyIntake, max_body_bytes=settings.max_body_bytes)
+    if settings.token is not None:
+        app.add_middleware(BearerAuth, token=settings.token)
+    app.add_middleware(SafetyNet)
+    return app

@@ -1,0 +1,64 @@
+"""What a request body must be before anything parses it: small, and JSON.
+
+An oversized body is refused from its Content-Length before a byte of it is read; a body sent
+without one (chunked) is counted as it streams and cut off at the limit. Either way the answer is
+a 413 problem, and the parser never holds more than the limit in memory.
+"""
+
+from __future__ import annotations
+
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from reconciler.service.problems import (
+    BAD_REQUEST,
+    PAYLOAD_TOO_LARGE,
+    UNSUPPORTED_MEDIA_TYPE,
+    problem_response,
+)
+
+
+def is_json(content_type: str) -> bool:
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/")
+                                           and media.endswith("+json"))
+
+
+class BodyIntake:
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        length = headers.get("content-length")
+        refusal = None
+        if length is not None and not length.strip().isdigit():
+            refusal = (BAD_REQUEST, "Content-Length is not a number")
+        elif length is not None and int(length) > self.max_body_bytes:
+            refusal = (PAYLOAD_TOO_LARGE, f"the body exceeds {self.max_body_bytes} bytes")
+        elif (length not in (None, "0") or "transfer-encoding" in headers) and not is_json(
+                headers.get("content-type", "")):
+            refusal = (UNSUPPORTED_MEDIA_TYPE, "send the body as application/json")
+        if refusal is not None:
+            await problem_response(*refusal, scope["path"])(scope, receive, send)
+            return
+        await self.app(scope, self._counting(receive), send)
+
+    def _counting(self, receive: Receive) -> Receive:
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_body_bytes:
+                # FastAPI re-raises HTTPException from body reading; the 413 handler answers.
+                raise HTTPException(413, f"the body exceeds {self.max_body_bytes} bytes")
+            return message
+
+        return counted

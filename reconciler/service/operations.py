@@ -1,0 +1,231 @@
+"""The /v1/operations routes (SPEC section 6): record facts, read verdicts, gate retries.
+
+Routes are plain `def`s: FastAPI runs them on its thread pool, so a slow store or a reconcile
+that waits on probes holds a worker thread, never the event loop. Operation ids may contain
+`/`, hence the `:path` converters; each route ends in its own literal segment, and the GET
+route's converter leaves those to them, so no two routes claim one path.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Request, Response
+from starlette.convertors import Convertor, register_url_convertor
+
+from reconciler.domain import (
+    Approval,
+    Attempt,
+    Intent,
+    Match,
+    Observation,
+    Receipt,
+    Resolution,
+)
+from reconciler.errors import IntentConflictError
+from reconciler.gate import GateResult, RetryRequest
+from reconciler.metrics import ATTEMPTS, INTENTS, RETRY_DECISIONS, VERDICTS
+from reconciler.schemas import (
+    IDENT_PATTERN,
+    ApprovalIn,
+    AttemptIn,
+    EvidenceIn,
+    IntentIn,
+    MatchIn,
+    ObservationIn,
+    OperationListOut,
+    OperationOut,
+    OperationQueryIn,
+    ResolutionIn,
+    RetryIn,
+    RetryOut,
+)
+from reconciler.service.problems import (
+    RECONCILE_IN_PROGRESS,
+    RETRY_IN_PROGRESS,
+    RETRY_MISMATCH,
+    VALIDATION,
+    ProblemError,
+    problem_responses,
+)
+from reconciler.service.runtime import Rt, Runtime
+from reconciler.service.views import retry_out, summary_out
+
+#: The routes under an operation: an id ending in `/<action>` could not be read back.
+ACTIONS = ("attempts", "evidence", "retry", "reconcile", "resolution", "approval")
+
+
+class _ReadableId(Convertor[str]):
+    """The id in GET /v1/operations/{id}: any path but one ending in an action, so that
+    `/v1/operations/x/retry` belongs only to the retry route (and its 405 lists only POST)."""
+
+    regex = rf"(?!.*/(?:{'|'.join(ACTIONS)})$).+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("readable_id", _ReadableId())
+
+router = APIRouter(prefix="/v1/operations", tags=["operations"])
+
+OperationId = Annotated[str, Path(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
+
+#: How far ahead of the server's clock a client's timestamp may be. Evidence dated in the future
+#: could pass for a zero observed after a retry that has not happened yet: keep it to jitter.
+MAX_CLOCK_SKEW = timedelta(seconds=1)
+
+
+def _at(given: datetime | None, rt: Runtime) -> datetime:
+    """The time of a fact: the client's when given (not in the future), else the server's."""
+    now = rt.ledger.clock()
+    if given is None:
+        return now
+    if given > now + MAX_CLOCK_SKEW:
+        raise ProblemError(VALIDATION, "'at' is in the future by the server's clock; omit it "
+                           "to use the server's time", extensions={"errors": [
+                               {"loc": ["body", "at"], "msg": "in the future", "type": "future"}]})
+    return given
+
+
+def _match(match: MatchIn | None) -> Match | None:
+    return Match(match.provider_ref, match.request_hash) if match else None
+
+
+@router.post("", status_code=201, response_model=OperationOut,
+             responses={200: {"model": OperationOut, "description": "identical repeat"},
+                        **problem_responses(409)})
+def record_intent(body: IntentIn, rt: Rt, response: Response) -> OperationOut:
+    """Record an intent before dispatch (the time is the server's)."""
+    if body.operation_id.rpartition("/")[2] in ACTIONS and "/" in body.operation_id:
+        raise ProblemError(VALIDATION, "an operation id cannot end in /" + "|".join(ACTIONS),
+                           extensions={"errors": [{"loc": ["body", "operation_id"],
+                                                   "msg": "ends in an action name",
+                                                   "type": "ambiguous_id"}]})
+    intent = Intent(body.operation_id, body.request_hash, body.idempotency_key, body.provider,
+                    body.action, body.effect, rt.ledger.clock(), body.run_id, body.tool_call_id,
+                    dict(body.correlation))
+    try:
+        created = rt.ledger.record_intent(intent)
+    except IntentConflictError:
+        INTENTS.labels(result="conflict").inc()
+        raise
+    INTENTS.labels(result="created" if created else "repeat").inc()
+    if not created:
+        response.status_code = 200
+    return rt.answer(rt.ledger.judge(intent.operation_id))
+
+
+@router.get("", response_model=OperationListOut)
+def list_operations(rt: Rt, query: Annotated[OperationQueryIn, Query()],
+                    request: Request) -> OperationListOut:
+    """Operations in id order, filtered by cached verdict and escalation."""
+    params = request.query_params
+    repeated = sorted({name for name in params if len(params.getlist(name)) > 1})
+    if repeated:
+        # FastAPI would silently keep the last value: `after=a&after=b` is a caller's bug.
+        raise ProblemError(VALIDATION, f"given more than once: {', '.join(repeated)}",
+                           extensions={"errors": [
+                               {"loc": ["query", name], "msg": "given more than once",
+                                "type": "repeated"} for name in repeated]})
+    page = rt.store.list_operations(
+        verdict=query.verdict.value if query.verdict else None, escalated=query.escalated,
+        after=query.after, limit=query.limit + 1)
+    items = [summary_out(s) for s in page[:query.limit]]
+    more = len(page) > query.limit
+    return OperationListOut(items=items, next_cursor=items[-1].operation_id if more else None)
+
+
+@router.get("/{operation_id:readable_id}", response_model=OperationOut,
+            responses=problem_responses(404))
+def get_operation(operation_id: OperationId, rt: Rt) -> OperationOut:
+    """Intent, attempts, evidence timeline, verdict, findings and next action, decided now."""
+    return rt.answer(rt.ledger.judge(operation_id))
+
+
+@router.post("/{operation_id:path}/attempts", status_code=201, response_model=OperationOut,
+             responses={200: {"model": OperationOut, "description": "identical repeat"},
+                        **problem_responses(404, 409)})
+def record_attempt(operation_id: OperationId, body: AttemptIn, rt: Rt,
+                   response: Response) -> OperationOut:
+    """Record one dispatch and what the caller saw of it."""
+    attempt = Attempt(operation_id, body.attempt, body.idempotency_key, body.request_hash,
+                      _at(body.at, rt), body.outcome, body.status, _match(body.receipt))
+    if body.at is None:
+        # A resent request without `at` is the same attempt, not a conflicting one.
+        recorded = {a.number: a for a in rt.store.facts(operation_id).attempts}
+        same = recorded.get(attempt.number)
+        if same is not None and replace(attempt, at=same.at) == same:
+            attempt = same
+    created = rt.store.record_attempt(attempt)
+    if created:
+        ATTEMPTS.labels(outcome=attempt.outcome.value).inc()
+    else:
+        response.status_code = 200
+    return rt.answer(rt.ledger.judge(operation_id))
+
+
+@router.post("/{operation_id:path}/evidence", status_code=201, response_model=OperationOut,
+             responses=problem_responses(404))
+def record_evidence(operation_id: OperationId, body: EvidenceIn, rt: Rt) -> OperationOut:
+    """Record a receipt or an observation made outside the sidecar's own probes."""
+    at = _at(body.at, rt)
+    evidence = (Observation(operation_id, at, body.probe, body.authority,
+                            tuple(Match(m.provider_ref, m.request_hash) for m in body.matches),
+                            body.error)
+                if isinstance(body, ObservationIn) else
+                Receipt(operation_id, at, body.provider_ref, body.request_hash, body.source))
+    return rt.answer(rt.ledger.record_evidence(evidence))
+
+
+@router.post("/{operation_id:path}/retry", response_model=RetryOut,
+             responses=problem_responses(404, 409, 422))
+def ask_retry(operation_id: OperationId, body: RetryIn, rt: Rt) -> RetryOut:
+    """Ask before a retry. 200 with `allowed` true (you hold the lease) or false; 409 while
+    another caller holds the lease; 422 when the key or hash is not the intent's."""
+    holder = body.holder or f"holder-{uuid.uuid4().hex}"
+    answer = rt.gate.ask(RetryRequest(operation_id, body.idempotency_key, body.request_hash,
+                                      holder))
+    RETRY_DECISIONS.labels(result=answer.result.value).inc()
+    VERDICTS.labels(verdict=answer.verdict.value).inc()
+    out = retry_out(answer, holder)
+    kind = {GateResult.IN_PROGRESS: RETRY_IN_PROGRESS,
+            GateResult.MISMATCH: RETRY_MISMATCH}.get(answer.result)
+    if kind is not None:
+        raise ProblemError(kind, answer.reason, operation_id=operation_id,
+                           extensions=out.model_dump(mode="json"))
+    return out
+
+
+@router.post("/{operation_id:path}/reconcile", response_model=OperationOut,
+             responses=problem_responses(404, 409))
+def reconcile(operation_id: OperationId, rt: Rt) -> OperationOut:
+    """Run the operation's probes now (each bounded by the probe timeout) and decide again."""
+    judgement = rt.sweeper.reconcile(operation_id)
+    if judgement is None:
+        rt.store.facts(operation_id)  # an unknown operation has no lease to lose: 404 it
+        raise ProblemError(RECONCILE_IN_PROGRESS, "another sweeper is probing this operation; "
+                           "read it again shortly", operation_id=operation_id)
+    return rt.answer(judgement)
+
+
+@router.post("/{operation_id:path}/resolution", status_code=201, response_model=OperationOut,
+             responses=problem_responses(404))
+def record_resolution(operation_id: OperationId, body: ResolutionIn, rt: Rt) -> OperationOut:
+    """A human's decision; it stands until newer evidence arrives."""
+    return rt.answer(rt.ledger.record_evidence(Resolution(
+        operation_id, rt.ledger.clock(), body.verdict, body.actor, body.note)))
+
+
+@router.post("/{operation_id:path}/approval", status_code=201, response_model=OperationOut,
+             responses=problem_responses(404))
+def record_approval(operation_id: OperationId, body: ApprovalIn, rt: Rt) -> OperationOut:
+    """A human approves the next retry of an action that cannot be compensated."""
+    return rt.answer(rt.ledger.record_evidence(Approval(
+        operation_id, rt.ledger.clock(), body.actor, body.note)))

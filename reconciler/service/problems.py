@@ -1,0 +1,201 @@
+"""Errors as RFC 9457 problem details: one stable `type` URI per kind of problem.
+
+Clients branch on `type` (never on `detail`, which is prose). A problem never echoes request
+input: validation problems list field locations and messages only, and an unexpected error is
+answered with a correlation id while its traceback goes to the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from reconciler.errors import (
+    AttemptConflictError,
+    IntentConflictError,
+    ReconcilerError,
+    StoreUnavailableError,
+    UnknownOperationError,
+)
+from reconciler.schemas import Problem
+
+log = logging.getLogger(__name__)
+
+PROBLEM_BASE = "https://reconciler.dev/problems/"
+PROBLEM_JSON = "application/problem+json"
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    slug: str
+    status: int
+    title: str
+
+    @property
+    def type(self) -> str:
+        return PROBLEM_BASE + self.slug
+
+
+BAD_REQUEST = Kind("bad-request", 400, "Bad request")
+MALFORMED_JSON = Kind("malformed-json", 400, "Malformed JSON body")
+UNAUTHORIZED = Kind("unauthorized", 401, "Missing or wrong bearer token")
+UNKNOWN_OPERATION = Kind("unknown-operation", 404, "Unknown operation")
+NOT_FOUND = Kind("not-found", 404, "No such resource")
+METHOD_NOT_ALLOWED = Kind("method-not-allowed", 405, "Method not allowed")
+INTENT_CONFLICT = Kind("intent-conflict", 409, "Operation id already recorded with another "
+                                               "hash or key")
+ATTEMPT_CONFLICT = Kind("attempt-conflict", 409, "Attempt number already recorded with other "
+                                                 "facts")
+RETRY_IN_PROGRESS = Kind("retry-in-progress", 409, "Another caller holds the retry lease")
+RECONCILE_IN_PROGRESS = Kind("reconcile-in-progress", 409, "Another sweeper is probing this "
+                                                           "operation")
+PAYLOAD_TOO_LARGE = Kind("payload-too-large", 413, "Request body too large")
+UNSUPPORTED_MEDIA_TYPE = Kind("unsupported-media-type", 415, "Request body must be JSON")
+VALIDATION = Kind("validation", 422, "Request failed validation")
+RETRY_MISMATCH = Kind("retry-mismatch", 422, "Retry key or hash differs from the intent")
+INTERNAL = Kind("internal", 500, "Internal error")
+STORE_UNAVAILABLE = Kind("store-unavailable", 503, "Receipt store unavailable")
+
+_BY_STATUS = {k.status: k for k in (BAD_REQUEST, UNAUTHORIZED, NOT_FOUND, METHOD_NOT_ALLOWED,
+                                     PAYLOAD_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, VALIDATION)}
+_BY_ERROR: dict[type[ReconcilerError], Kind] = {
+    UnknownOperationError: UNKNOWN_OPERATION,
+    IntentConflictError: INTENT_CONFLICT,
+    AttemptConflictError: ATTEMPT_CONFLICT,
+    StoreUnavailableError: STORE_UNAVAILABLE,
+}
+
+
+class ProblemError(Exception):
+    """Raised by a route to answer with a problem; `extensions` become extra members."""
+
+    def __init__(self, kind: Kind, detail: str, *, operation_id: str | None = None,
+                 extensions: Mapping[str, Any] | None = None) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+        self.operation_id = operation_id
+        self.extensions = dict(extensions or {})
+
+
+def problem_response(kind: Kind, detail: str, instance: str, *, operation_id: str | None = None,
+                     extensions: Mapping[str, Any] | None = None,
+                     headers: Mapping[str, str] | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"type": kind.type, "title": kind.title, "status": kind.status,
+                            "detail": detail, "instance": instance}
+    if operation_id is not None:
+        body["operation_id"] = operation_id
+    body.update(jsonable_encoder(dict(extensions or {})))
+    return JSONResponse(body, status_code=kind.status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` entries documenting problem answers (see openapi.py for the type)."""
+    return {status: {"model": Problem, "description": HTTPStatus(status).phrase}
+            for status in statuses}
+
+
+#: What any route may answer: auth, size, media type, validation, a bug, the store down.
+COMMON_PROBLEMS = (400, 401, 405, 413, 415, 422, 500, 503)
+
+
+def install_problem_handlers(app: FastAPI, routes: Sequence[BaseRoute]) -> None:
+    """Answer every error as a problem; `routes` are all the app's routes (for 405's Allow)."""
+
+    async def on_http(request: Request, exc: HTTPException) -> JSONResponse:
+        return _on_http(request, exc, routes)
+
+    app.add_exception_handler(ProblemError, _on_problem)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _on_validation)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, on_http)  # type: ignore[arg-type]
+    for error in _BY_ERROR:
+        app.add_exception_handler(error, _on_reconciler_error)  # type: ignore[arg-type]
+
+
+async def _on_problem(request: Request, exc: ProblemError) -> JSONResponse:
+    return problem_response(exc.kind, exc.detail, request.url.path,
+                            operation_id=exc.operation_id, extensions=exc.extensions)
+
+
+async def _on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+              for e in exc.errors()]
+    if any(e["type"] == "json_invalid" for e in errors):
+        return problem_response(MALFORMED_JSON, "the request body is not valid JSON",
+                                request.url.path)
+    fields = ", ".join(".".join(map(str, e["loc"])) for e in errors)
+    return problem_response(VALIDATION, f"{len(errors)} invalid field(s): {fields}",
+                            request.url.path, extensions={"errors": errors})
+
+
+def _on_http(request: Request, exc: HTTPException, routes: Sequence[BaseRoute]) -> JSONResponse:
+    kind = _BY_STATUS.get(exc.status_code) or Kind(
+        f"http-{exc.status_code}", exc.status_code, HTTPStatus(exc.status_code).phrase)
+    detail = {NOT_FOUND: f"no route for {request.url.path}",
+              METHOD_NOT_ALLOWED: f"{request.method} is not allowed on {request.url.path}",
+              }.get(kind, str(exc.detail))
+    headers = dict(exc.headers or {})
+    if kind is METHOD_NOT_ALLOWED:
+        # Starlette names the methods of the first route that matched the path; GET and POST on
+        # one path are separate routes here, so list every route's.
+        headers["Allow"] = ", ".join(sorted(
+            {m for route in routes if isinstance(route, Route)
+             and route.matches(request.scope)[0] is not Match.NONE for m in route.methods or ()}))
+    return problem_response(kind, detail, request.url.path, headers=headers)
+
+
+async def _on_reconciler_error(request: Request, exc: ReconcilerError) -> JSONResponse:
+    kind = next(k for cls, k in _BY_ERROR.items() if isinstance(exc, cls))
+    detail = str(exc)
+    if kind is STORE_UNAVAILABLE:
+        # The driver's message names hosts and users; the log keeps it, the client needs less.
+        log.warning("store unavailable on %s %s: %s", request.method, request.url.path, exc)
+        detail = "the receipt store cannot be reached; nothing was recorded, try again later"
+    return problem_response(kind, detail, request.url.path, operation_id=exc.operation_id)
+
+
+class SafetyNet:
+    """Outermost middleware: anything unexpected becomes a 500 problem with a correlation id.
+
+    It sits outside FastAPI's exception handlers, so it only sees what they did not map; it
+    answers instead of Starlette's plain-text 500 and keeps the traceback in our log only.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception:
+            correlation_id = uuid.uuid4().hex
+            log.exception("unexpected error %s on %s %s", correlation_id, scope.get("method"),
+                          scope.get("path"))
+            if started:
+                raise
+            response = problem_response(
+                INTERNAL, f"unexpected error; quote correlation id {correlation_id}",
+                str(scope.get("path", "")), extensions={"correlation_id": correlation_id})
+            await response(scope, receive, send)

@@ -1,0 +1,159 @@
+"""The service's configuration: defaults < TOML `[service]` table < environment < CLI flags.
+
+    [service]                         # in the same file as the [providers.*] tables
+    host = "127.0.0.1"
+    db = "postgresql+psycopg://reconciler@db/reconciler"
+    token_env = "RECONCILER_SIDECAR_TOKEN"   # the variable's name: secrets never go in the file
+
+Every setting `name` can be set with `RECONCILER_<NAME>` (`RECONCILER_DB`, `RECONCILER_PORT`,
+...). The bearer token comes only from `RECONCILER_TOKEN` or the variable `token_env` names:
+never from a flag (it would show in `ps` and in shell history) and never from the file.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from probes.config import ProviderSetup, parse_config
+from reconciler.errors import ReconcilerError
+from reconciler.store.schema import DEFAULT_URL
+
+ENV_PREFIX = "RECONCILER_"
+TOKEN_ENV = ENV_PREFIX + "TOKEN"
+
+
+class SettingsError(ReconcilerError):
+    """The service's configuration is invalid; the message names the setting and its source."""
+
+
+class Settings(BaseModel):
+    """Everything `serve` needs. Construct with `load_settings` to honour every source."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = Field("127.0.0.1", min_length=1)
+    port: int = Field(8765, ge=0, le=65535, description="0: any free port")
+    db: str = Field(DEFAULT_URL, min_length=1, description="SQLAlchemy URL of the store")
+    token: SecretStr | None = None
+    sweep_interval_s: float = Field(5.0, ge=0, description="0: probe only on demand")
+    probe_concurrency: int = Field(4, ge=1, le=256)
+    probe_timeout_s: float = Field(10.0, gt=0)
+    probe_budget: int = Field(20, ge=1)
+    retry_lease_ttl_s: float = Field(60.0, gt=0)
+    max_body_bytes: int = Field(64 * 1024, ge=1024)
+    shutdown_timeout_s: float = Field(30.0, gt=0, description="bound on in-flight requests")
+    config: Path | None = Field(None, description="TOML file with [service] and [providers.*]")
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        try:
+            make_url(self.db)
+        except ArgumentError as exc:
+            raise ValueError(f"db is not a database URL: {exc}") from None
+        if self.token is not None and not self.token.get_secret_value().strip():
+            raise ValueError(f"the token is empty; set {TOKEN_ENV} to a long random string")
+        if self.token is None and not is_loopback(self.host):
+            raise ValueError(
+                f"refusing to serve on {self.host} without a bearer token: anyone who can "
+                f"reach it could grant retries; set {TOKEN_ENV} (or token_env in [service]) "
+                "or serve on 127.0.0.1")
+        return self
+
+
+#: The settings a flag or a variable may set (the token has its own rules).
+PLAIN_FIELDS = tuple(name for name in Settings.model_fields if name != "token")
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine reaches. Other host names may resolve anywhere."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_settings(flags: Mapping[str, object] | None = None,
+                  env: Mapping[str, str] | None = None) -> Settings:
+    """The effective settings. `flags` holds CLI values by field name (None: not given);
+    `env` defaults to the process environment. Raises SettingsError naming what is wrong."""
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    env = os.environ if env is None else env
+    if "token" in flags:
+        raise SettingsError(f"the token is never taken from a flag; set {TOKEN_ENV}")
+    unknown = sorted(set(flags) - set(PLAIN_FIELDS))
+    if unknown:
+        raise SettingsError(f"unknown setting(s): {', '.join(unknown)}")
+    from_env = {name: env[ENV_PREFIX + name.upper()] for name in PLAIN_FIELDS
+                if env.get(ENV_PREFIX + name.upper())}
+    config = flags.get("config", from_env.get("config"))
+    from_file = _service_table(Path(str(config)), env) if config is not None else {}
+    values: dict[str, Any] = {**from_file, **from_env, **flags}
+    if env.get(TOKEN_ENV):
+        values["token"] = env[TOKEN_ENV]
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        raise SettingsError(_describe(exc)) from None
+
+
+def _service_table(path: Path, env: Mapping[str, str]) -> dict[str, Any]:
+    section = read_config(path).get("service", {})
+    if not isinstance(section, dict):
+        raise SettingsError(f"{path}: 'service' must be a table ([service])")
+    table = dict(section)
+    if "token" in table:
+        raise SettingsError(f"{path}: [service] token: secrets never go in the file; "
+                            "name the variable that holds it with token_env")
+    token_env = table.pop("token_env", None)
+    unknown = sorted(set(table) - set(PLAIN_FIELDS) | ({"config"} & set(table)))
+    if unknown:
+        raise SettingsError(f"{path}: [service]: unknown setting(s): {', '.join(unknown)}")
+    if token_env is not None:
+        if not isinstance(token_env, str) or not env.get(token_env):
+            raise SettingsError(f"{path}: [service] token_env names {token_env!r}, which is "
+                                "not set in the environment")
+        table["token"] = env[token_env]
+    return table
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """The parsed TOML configuration file."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SettingsError(f"{path}: cannot read: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"{path}: not valid TOML: {exc}") from None
+
+
+def load_providers(path: Path, env: Mapping[str, str] | None = None) -> dict[str, ProviderSetup]:
+    """The `[providers.*]` tables of the configuration file: contracts and probes, by provider.
+    probes.config owns that format; the `[service]` table is ours, so it is taken out first."""
+    data = {k: v for k, v in read_config(path).items() if k != "service"}
+    return parse_config(data, env, source=str(path))
+
+
+def _describe(exc: ValidationError) -> str:
+    # Only field names and messages: the input may be the token.
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}"
+                     for e in exc.errors(include_input=False, include_url=False))
+
+
+def render_settings(settings: Settings) -> str:
+    """The effective settings for printing at start, secrets masked."""
+    shown: dict[str, object] = settings.model_dump(exclude={"token", "db"})
+    shown["db"] = make_url(settings.db).render_as_string(hide_password=True)
+    shown["token"] = "***set***" if settings.token is not None else "(none: loopback only)"
+    width = max(map(len, shown))
+    return "\n".join(f"{name.ljust(width)} = {shown[name]}" for name in Settings.model_fields)

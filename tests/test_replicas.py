@@ -1,0 +1,161 @@
+"""Two `reconciler serve` processes on one PostgreSQL store: the retry lease holds across them,
+and they divide the reconcile sweep without probing one operation twice at the same time."""
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import httpx
+import pytest
+
+from reconciler.hashing import request_hash
+
+from databases import pg_schema, pg_unreachable
+from service_harness import serving_process
+
+pytestmark = pytest.mark.skipif(pg_unreachable() is not None,
+                                reason=pg_unreachable() or "PostgreSQL reachable")
+
+PROVIDER = "pay"
+BODY = {"amount": 1200, "currency": "eur"}
+HASH = request_hash(BODY)
+
+
+@contextmanager
+def running_replicas(tmp_path: Path, probe_url: str | None = None) -> Iterator[list[str]]:
+    """Two replicas on one fresh PostgreSQL schema; with `probe_url`, each sweeps every 0.2 s
+    with a weak probe reading `probe_url`/lookup/<operation id>."""
+    config = tmp_path / "reconciler.toml"
+    probes = "" if probe_url is None else f"""
+[[providers.{PROVIDER}.probes]]
+use = "http_json"
+name = "lookup"
+base_url = "{probe_url}"
+path = "/lookup/{{operation_id}}"
+items = "matches"
+ref = "ref"
+authority = "weak"
+"""
+    config.write_text(f"""
+[service]
+sweep_interval_s = {0.2 if probe_url else 0}
+probe_budget = 100
+
+[providers.{PROVIDER}]
+idempotency_keys = true
+max_attempts = 3
+{probes}""")
+    with pg_schema() as url, ExitStack() as stack:
+        env = {"RECONCILER_DB": url, "RECONCILER_CONFIG": str(config)}
+        yield [stack.enter_context(serving_process(env)).url for _ in range(2)]
+
+
+def verified_not_applied(client: httpx.Client, url: str, op: str) -> None:
+    """An operation whose first attempt timed out and an authoritative read found nothing."""
+    now = datetime.now(UTC).isoformat()
+    intent = {"operation_id": op, "request_hash": HASH, "idempotency_key": f"k-{op}",
+              "provider": PROVIDER, "action": "charge", "effect": "non_idempotent"}
+    assert client.post(f"{url}/v1/operations", json=intent).status_code == 201
+    attempt = {"attempt": 1, "idempotency_key": f"k-{op}", "request_hash": HASH, "at": now,
+               "outcome": "timeout"}
+    assert client.post(f"{url}/v1/operations/{op}/attempts", json=attempt).status_code == 201
+    time.sleep(0.002)  # the zero must come strictly after the dispatch
+    zero = {"kind": "observation", "probe": "by_id", "authority": "authoritative",
+            "matches": []}
+    answer = client.post(f"{url}/v1/operations/{op}/evidence", json=zero)
+    assert answer.status_code == 201 and answer.json()["verdict"] == "verified_not_applied"
+
+
+def test_32_concurrent_retry_requests_through_two_replicas_get_exactly_one_grant(
+        replicas: list[str]) -> None:
+    with httpx.Client(timeout=30, limits=httpx.Limits(max_connections=64)) as client, \
+            ThreadPoolExecutor(max_workers=32) as pool:
+        for round_ in range(100):
+            op = f"op-{round_}-{uuid.uuid4().hex[:6]}"
+            verified_not_applied(client, replicas[0], op)
+            asks = [(f"{replicas[n % 2]}/v1/operations/{op}/retry",
+                     {"idempotency_key": f"k-{op}", "request_hash": HASH, "holder": f"w{n}"})
+                    for n in range(32)]
+            answers = list(pool.map(lambda ask: client.post(ask[0], json=ask[1]), asks))
+            granted = [a for a in answers if a.status_code == 200 and a.json()["allowed"]]
+            refused = [a for a in answers if a.status_code == 409]
+            assert len(granted) == 1, f"round {round_}: {len(granted)} grants"
+            assert len(refused) == 31, [a.status_code for a in answers]
+
+
+class _Lookup(BaseHTTPRequestHandler):
+    """A provider read API that notices when one operation is read twice at the same time."""
+
+    inside: ClassVar[dict[str, int]] = {}
+    reads: ClassVar[dict[str, int]] = {}
+    overlaps: ClassVar[list[str]] = []
+    lock = threading.Lock()
+
+    def do_GET(self) -> None:
+        op = self.path.rsplit("/", 1)[-1]
+        with self.lock:
+            self.inside[op] = self.inside.get(op, 0) + 1
+            self.reads[op] = self.reads.get(op, 0) + 1
+            if self.inside[op] > 1:
+                self.overlaps.append(op)
+        time.sleep(0.05)
+        with self.lock:
+            self.inside[op] -= 1
+        body = json.dumps({"matches": []}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        return None
+
+
+@pytest.fixture(scope="module")
+def lookup_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Lookup)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture
+def replicas(tmp_path: Path) -> Iterator[list[str]]:
+    with running_replicas(tmp_path) as urls:
+        yield urls
+
+
+@pytest.fixture
+def probed_replicas(lookup_server: str, tmp_path: Path) -> Iterator[list[str]]:
+    with running_replicas(tmp_path, lookup_server) as urls:
+        yield urls
+
+
+def test_two_replicas_divide_the_sweep_without_probing_one_operation_twice_at_once(
+        probed_replicas: list[str]) -> None:
+    ops = [f"sweep-{n}-{uuid.uuid4().hex[:6]}" for n in range(16)]
+    with httpx.Client(timeout=30) as client:
+        for n, op in enumerate(ops):
+            url = probed_replicas[n % 2]
+            intent = {"operation_id": op, "request_hash": HASH, "idempotency_key": f"k-{op}",
+                      "provider": PROVIDER, "action": "charge", "effect": "non_idempotent"}
+            assert client.post(f"{url}/v1/operations", json=intent).status_code == 201
+            attempt = {"attempt": 1, "idempotency_key": f"k-{op}", "request_hash": HASH,
+                       "outcome": "timeout"}
+            assert client.post(f"{url}/v1/operations/{op}/attempts",
+                               json=attempt).status_code == 201
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and min(_Lookup.reads.get(op, 0) for op in ops) < 3:
+        time.sleep(0.1)
+    assert all(_Lookup.reads.get(op, 0) >= 3 for op in ops), _Lookup.reads
+    assert not _Lookup.overlaps
