@@ -5,6 +5,11 @@ Each error carries the operation id when there is one, and says what to do next.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from reconciler.schemas import RetryOut
+
 
 class ReconcilerError(Exception):
     """Base of every error the reconciler raises on purpose."""
@@ -58,7 +63,7 @@ class ServiceError(ReconcilerError):
 class RetryRefusedError(ReconcilerError):
     """The retry gate refused this retry; do not dispatch. Follow `answer.reason`."""
 
-    def __init__(self, operation_id: str, answer: object, reason: str) -> None:
+    def __init__(self, operation_id: str, answer: RetryOut, reason: str) -> None:
         super().__init__(f"retry of {operation_id!r} refused: {reason}",
                          operation_id=operation_id)
         self.answer = answer
