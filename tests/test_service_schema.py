@@ -25,7 +25,7 @@ KNOWN_ID = "0"
 
 def _settings(db: str) -> Settings:
     # No token: negative cases that drop or mangle a documented Authorization header would be
-    # undone by a test that adds it back. test_service_api covers authentication.
+    # undone by a test that adds it back. test_service_auth covers authentication.
     return Settings(db=db, sweep_interval_s=0)
 
 

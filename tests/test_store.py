@@ -14,6 +14,7 @@ from reconciler.domain import (
     Attempt,
     Authority,
     Effect,
+    Evidence,
     Intent,
     IntentConflict,
     Outcome,
@@ -73,7 +74,7 @@ def test_facts_for_an_unknown_operation_are_an_error(store: SqlStore) -> None:
 
 def test_evidence_is_kept_in_recorded_order_with_every_field(store: SqlStore) -> None:
     store.record_intent(intent())
-    items = [probe(30, Authority.LAGGING, "ch_2", hash_=H0), receipt(10),
+    items: list[Evidence] = [probe(30, Authority.LAGGING, "ch_2", hash_=H0), receipt(10),
              probe(20, Authority.UNAVAILABLE), resolution(40, Verdict.VERIFIED_APPLIED)]
     for item in items:
         store.record_evidence(item)

@@ -26,6 +26,7 @@ from reconciler.domain import (
 from reconciler.ledger import Ledger
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
+from reconciler.store.sql import SqlStore
 from reconciler.sweep import Sweeper, SweepPolicy, sweep_periodically
 
 from builders import H0, K0
@@ -79,8 +80,13 @@ def dispatched(ledger: Ledger, op: str = "op-1") -> str:
 
 
 def sweeper(ledger: Ledger, *probes: Any, **policy: Any) -> Sweeper:
-    return Sweeper(ledger, SqlLeases(ledger.store), lambda provider: probes,  # type: ignore[arg-type]
+    return Sweeper(ledger, SqlLeases(store_of(ledger)), lambda provider: probes,
                    SweepPolicy(**{"probe_timeout_s": 0.5, **policy}))
+
+
+def store_of(ledger: Ledger) -> SqlStore:
+    assert isinstance(ledger.store, SqlStore)
+    return ledger.store
 
 
 def observations(ledger: Ledger, op: str = "op-1") -> list[Observation]:
@@ -170,7 +176,7 @@ def test_the_deadline_escalates_and_probing_stops(ledger: Ledger, clock: Clock) 
     clock.advance(600)
     [judgement] = runner.sweep()
     assert judgement.decision.next_action == "escalate_to_human"
-    [summary] = ledger.store.list_operations(escalated=True)
+    [summary] = store_of(ledger).list_operations(escalated=True)
     assert summary.operation_id == "op-1" and summary.verdict == "indeterminate"
     clock.advance(10_000)
     assert runner.sweep() == [] and probe.calls == 2
@@ -185,7 +191,7 @@ def test_the_probe_budget_escalates(ledger: Ledger, clock: Clock) -> None:
         runner.sweep()
         clock.advance(5)
     assert probe.calls == 3
-    assert [o.operation_id for o in ledger.store.list_operations(escalated=True)] == ["op-1"]
+    assert [o.operation_id for o in store_of(ledger).list_operations(escalated=True)] == ["op-1"]
 
 
 def test_two_sweepers_never_probe_one_operation_at_once(ledger: Ledger, clock: Clock) -> None:
@@ -220,7 +226,7 @@ def test_two_sweepers_never_probe_one_operation_at_once(ledger: Ledger, clock: C
 def test_on_demand_reconcile_is_refused_while_another_sweeper_holds_the_lease(
         ledger: Ledger, clock: Clock) -> None:
     dispatched(ledger)
-    leases = SqlLeases(ledger.store)
+    leases = SqlLeases(store_of(ledger))
     assert leases.claim("op-1", "someone-else", clock(), 60)
     assert sweeper(ledger, FakeProbe(zero(clock), clock)).reconcile("op-1") is None
     clock.advance(61)
@@ -231,7 +237,7 @@ def test_on_demand_reconcile_is_refused_while_another_sweeper_holds_the_lease(
 def test_closing_a_sweeper_releases_its_leases(ledger: Ledger, clock: Clock) -> None:
     dispatched(ledger)
     runner = sweeper(ledger)
-    leases = SqlLeases(ledger.store)
+    leases = SqlLeases(store_of(ledger))
     assert leases.claim("op-1", runner.holder, clock(), 60)
     runner.close()
     assert leases.claim("op-1", "next", clock(), 60)

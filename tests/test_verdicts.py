@@ -3,7 +3,17 @@
 
 from dataclasses import replace
 
-from reconciler.domain import Authority, Effect, Match, Outcome, Verdict
+from reconciler.domain import (
+    Attempt,
+    Authority,
+    Decision,
+    Effect,
+    Evidence,
+    Match,
+    Outcome,
+    ProviderContract,
+    Verdict,
+)
 from reconciler.verdicts import Finding, NextAction, evaluate
 
 from builders import (
@@ -22,7 +32,8 @@ A, L, W, U = (Authority.AUTHORITATIVE, Authority.LAGGING, Authority.WEAK,
               Authority.UNAVAILABLE)
 
 
-def judge(*items, effect=Effect.NON_IDEMPOTENT, contract=CONTRACT, now=100.0):  # type: ignore[no-untyped-def]
+def judge(*items: Attempt | Evidence, effect: Effect = Effect.NON_IDEMPOTENT,
+          contract: ProviderContract = CONTRACT, now: float = 100.0) -> Decision:
     return evaluate(facts(*items, effect=effect), contract, t(now))
 
 

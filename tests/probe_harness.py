@@ -1,0 +1,56 @@
+"""Driving the declarative HTTP probe in tests without a network: a probe target, a recipe's
+probe over httpx.MockTransport, canned answers, and a charge as the payments provider shows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from probes.base import Probe, ProbeTarget
+from probes.http_json import HttpJsonProbe
+from probes.recipes import recipe_factory
+from reconciler.domain import Observation
+
+BASE = "http://provider.test/pay"
+OP = "op-1"
+SECRET = "sk_live_do_not_leak"
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def target(**changes: Any) -> ProbeTarget:
+    fields: dict[str, Any] = {
+        "operation_id": OP, "idempotency_key": "key-1", "provider": "payments",
+        "action": "charge", "request_hash": "sha256:h0",
+        "correlation": {"charge_id": "ch_1", "message_id": "m-1", "channel": "C1",
+                        "owner": "octo", "repo": "hello"}}
+    return ProbeTarget(**{**fields, **changes})
+
+
+def probe(recipe: str, handler: Handler, **options: Any) -> HttpJsonProbe:
+    """A recipe's probe over a mock transport that refuses anything but GET."""
+
+    def read_only(request: httpx.Request) -> httpx.Response:
+        assert request.method == "GET"
+        return handler(request)
+
+    return recipe_factory(recipe)(
+        recipe, {"base_url": BASE, "backoff_s": 0, **options}, {"PAY_KEY": SECRET},
+        transport=httpx.MockTransport(read_only))
+
+
+def answer(body: Any, status: int = 200) -> Handler:
+    return lambda request: httpx.Response(status, json=body)
+
+
+def observe(p: Probe, t: ProbeTarget | None = None) -> Observation:
+    result = p.probe(t or target())
+    assert isinstance(result, Observation)
+    return result
+
+
+def charge(ref: str, op: str = OP) -> dict[str, Any]:
+    return {"id": ref, "object": "charge", "metadata": {"operation_id": op},
+            "request_hash": f"sha256:{ref}"}

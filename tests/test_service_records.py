@@ -1,0 +1,149 @@
+"""The sidecar's records over real HTTP, on SQLite and on PostgreSQL: intents, attempts,
+evidence, resolutions and webhooks, the verdict read back, and the operation list.
+
+Each test gets a fresh store (a new SQLite file, or a new PostgreSQL schema) and its own server
+on an ephemeral loopback port.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from sidecar_client import OTHER_H, H, Sidecar, assert_problem
+
+# Input must never reach the catch-all 500 (the fixture is in conftest.py).
+pytestmark = pytest.mark.usefixtures("no_internal_errors")
+
+
+def test_record_intent_answers_201_with_server_time(sidecar: Sidecar) -> None:
+    before = datetime.now(UTC)
+    out = sidecar.intent("run-1/call-2")
+    assert out["intent"]["operation_id"] == "run-1/call-2"
+    assert before <= datetime.fromisoformat(out["intent"]["at"]) <= datetime.now(UTC)
+    assert out["verdict"] == "indeterminate"
+    assert out["attempts"] == [] and out["evidence"] == []
+    assert sidecar.get("/v1/operations/run-1/call-2")["intent"]["request_hash"] == H
+
+
+def test_identical_repeat_of_an_intent_answers_200(sidecar: Sidecar) -> None:
+    first = sidecar.intent("op-1")
+    again = sidecar.intent("op-1", status=200)
+    assert again["intent"] == first["intent"]
+
+
+def test_intent_conflict_answers_409_and_is_kept_in_the_timeline(sidecar: Sidecar) -> None:
+    sidecar.intent("op-1")
+    response = sidecar.http.post("/v1/operations", json={
+        "operation_id": "op-1", "request_hash": OTHER_H, "idempotency_key": "key-op-1",
+        "provider": "pay", "action": "charge", "effect": "non_idempotent"})
+    assert assert_problem(response, 409, "intent-conflict")["operation_id"] == "op-1"
+    out = sidecar.get("/v1/operations/op-1")
+    assert out["intent"]["request_hash"] == H
+    assert [e["kind"] for e in out["evidence"]] == ["intent_conflict"]
+    assert out["evidence"][0]["request_hash"] == OTHER_H
+    assert "intent_conflict" in out["findings"]
+
+
+def test_attempt_is_recorded_and_its_repeat_answers_200(sidecar: Sidecar) -> None:
+    sidecar.intent("op-1")
+    out = sidecar.attempt("op-1")
+    assert [(a["attempt"], a["outcome"]) for a in out["attempts"]] == [(1, "timeout")]
+    sidecar.attempt("op-1", status=200)  # resent without `at`: the same attempt
+    conflict = sidecar.http.post("/v1/operations/op-1/attempts", json={
+        "attempt": 1, "idempotency_key": "key-op-1", "request_hash": H,
+        "outcome": "response", "status": 201})
+    assert_problem(conflict, 409, "attempt-conflict")
+
+
+def test_attempt_of_an_unknown_operation_is_404(sidecar: Sidecar) -> None:
+    response = sidecar.http.post("/v1/operations/nope/attempts", json={
+        "attempt": 1, "request_hash": H, "outcome": "timeout"})
+    assert assert_problem(response, 404, "unknown-operation")["operation_id"] == "nope"
+    assert_problem(sidecar.http.get("/v1/operations/nope"), 404, "unknown-operation")
+
+
+def test_evidence_is_recorded_in_order(sidecar: Sidecar) -> None:
+    sidecar.intent("op-1")
+    sidecar.attempt("op-1")
+    sidecar.post("/v1/operations/op-1/evidence", {
+        "kind": "observation", "probe": "search", "authority": "weak",
+        "matches": [{"provider_ref": "ch_9"}]})
+    out = sidecar.post("/v1/operations/op-1/evidence", {
+        "kind": "receipt", "provider_ref": "ch_1", "request_hash": H, "source": "lookup"})
+    assert [(e["kind"], e["source"]) for e in out["evidence"]] == [
+        ("observation", "search"), ("receipt", "lookup")]
+    assert out["evidence"][0]["matches"] == [{"provider_ref": "ch_9", "request_hash": None}]
+    assert out["verdict"] == "verified_applied"
+
+
+def test_evidence_dated_in_the_future_is_refused(sidecar: Sidecar) -> None:
+    sidecar.intent("op-1")
+    later = (datetime.now(UTC) + timedelta(minutes=5)).isoformat()
+    response = sidecar.http.post("/v1/operations/op-1/evidence", json={
+        "kind": "observation", "probe": "p", "authority": "authoritative", "at": later})
+    assert_problem(response, 422, "validation")
+    assert sidecar.get("/v1/operations/op-1")["evidence"] == []
+
+
+def test_verdict_via_get_is_decided_from_the_evidence(sidecar: Sidecar) -> None:
+    sidecar.not_applied("op-1")
+    out = sidecar.get("/v1/operations/op-1")
+    assert (out["verdict"], out["next_action"], out["retry_allowed"], out["escalated"]) == (
+        "verified_not_applied", "retry_same_key", True, False)
+    assert "verified_not_applied" in out["findings"]
+
+
+def test_resolution_decides_the_verdict(sidecar: Sidecar) -> None:
+    sidecar.intent("op-1")
+    sidecar.attempt("op-1")
+    out = sidecar.post("/v1/operations/op-1/resolution", {
+        "verdict": "verified_applied", "actor": "ops@example.com", "note": "seen in dashboard"})
+    assert out["verdict"] == "verified_applied"
+    assert "human_resolution" in out["findings"]
+    assert (out["evidence"][-1]["kind"], out["evidence"][-1]["authority"]) == (
+        "resolution", "human")
+
+
+def test_webhook_is_recorded_as_a_receipt(sidecar: Sidecar) -> None:
+    sidecar.intent("op-1")
+    sidecar.attempt("op-1")
+    ack = sidecar.post("/v1/webhooks/pay", {"operation_id": "op-1", "provider_ref": "ch_1",
+                                            "request_hash": H, "message": "ignored"}, 202)
+    assert ack == {"operation_id": "op-1", "accepted": True}
+    out = sidecar.get("/v1/operations/op-1")
+    assert [(e["kind"], e["source"], e["provider_ref"]) for e in out["evidence"]] == [
+        ("receipt", "webhook", "ch_1")]
+    assert out["verdict"] == "verified_applied"
+    for provider, op in (("pay", "nope"), ("fragile", "op-1")):
+        response = sidecar.http.post(f"/v1/webhooks/{provider}", json={
+            "operation_id": op, "provider_ref": "ch_2"})
+        assert_problem(response, 404, "unknown-operation")
+
+
+def test_list_is_paginated_by_cursor_and_filtered(sidecar: Sidecar) -> None:
+    for n in range(1, 6):
+        sidecar.intent(f"op-{n}", "slow" if n == 4 else "pay")
+    sidecar.post("/v1/webhooks/pay", {"operation_id": "op-2", "provider_ref": "ch_2",
+                                      "request_hash": H}, 202)
+    sidecar.attempt("op-4")
+    assert sidecar.post("/v1/operations/op-4/reconcile", None, 200)["escalated"] is True
+    pages, after = [], None
+    for _ in range(5):
+        query = "?limit=2" + (f"&after={after}" if after else "")
+        page = sidecar.get("/v1/operations" + query)
+        pages.append([item["operation_id"] for item in page["items"]])
+        after = page["next_cursor"]
+        if after is None:
+            break
+    assert pages == [["op-1", "op-2"], ["op-3", "op-4"], ["op-5"]]
+
+    def ids(query: str) -> list[str]:
+        return [item["operation_id"] for item in sidecar.get("/v1/operations?" + query)["items"]]
+
+    assert ids("verdict=verified_applied") == ["op-2"]
+    assert ids("escalated=true") == ["op-4"]
+    assert ids("escalated=false&verdict=indeterminate") == ["op-1", "op-3", "op-5"]
+    for query in ("verdict=maybe", "limit=2&limit=3", "verdcit=indeterminate"):
+        assert_problem(sidecar.http.get("/v1/operations?" + query), 422, "validation")
