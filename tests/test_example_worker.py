@@ -13,7 +13,7 @@ from reconciler.service.settings import Settings
 from service_harness import serving
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
-from worker import charge_customer  # type: ignore[import-not-found]
+from worker import charge_customer  # type: ignore[import-not-found, unused-ignore]
 
 
 @pytest.fixture
