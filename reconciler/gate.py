@@ -65,8 +65,9 @@ class RetryGate:
         self.lease_ttl_s = lease_ttl_s
 
     def ask(self, request: RetryRequest) -> GateAnswer:
-        intent = self.ledger.store.facts(request.operation_id).intent
         now = self.ledger.clock()
+        judgement = self.ledger.judge(request.operation_id, now)
+        intent = judgement.facts.intent
         if (request.idempotency_key, request.request_hash) != (intent.idempotency_key,
                                                                 intent.request_hash):
             judgement = self.ledger.record_evidence(RefusedRetry(
@@ -77,7 +78,7 @@ class RetryGate:
                 "the retry would use another idempotency key or request hash than the "
                 "recorded intent; a retry must resend the same operation (recorded as "
                 "unsafe_retry evidence)", judgement.decision.findings)
-        decision = self.ledger.judge(request.operation_id, now).decision
+        decision = judgement.decision
         if not decision.retry_allowed:
             return GateAnswer(GateResult.REFUSED, decision.verdict,
                               f"retry not allowed: verdict {decision.verdict.value}, next action "

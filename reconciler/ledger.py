@@ -25,6 +25,14 @@ class Judgement:
     at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """A recording call's answer: was the fact new, and where the operation now stands."""
+
+    created: bool
+    judgement: Judgement
+
+
 class Ledger:
     """Records facts about operations and decides their verdicts."""
 
@@ -32,16 +40,17 @@ class Ledger:
         self.store = store
         self.clock = clock
 
-    def record_intent(self, intent: Intent) -> bool:
-        """True if new, False for an identical repeat; IntentConflictError otherwise."""
+    def record_intent(self, intent: Intent) -> Recorded:
+        """Record an intent (an identical repeat is accepted, not new); IntentConflictError
+        when the id exists with another hash or key."""
         created = self.store.record_intent(intent)
-        if created:
-            self.judge(intent.operation_id)
-        return created
+        return Recorded(created, self.judge(intent.operation_id))
 
-    def record_attempt(self, attempt: Attempt) -> Judgement:
-        self.store.record_attempt(attempt)
-        return self.judge(attempt.operation_id)
+    def record_attempt(self, attempt: Attempt) -> Recorded:
+        """Record an attempt (an identical repeat is accepted, not new); AttemptConflictError
+        when the number exists with other facts."""
+        created = self.store.record_attempt(attempt)
+        return Recorded(created, self.judge(attempt.operation_id))
 
     def record_evidence(self, evidence: Evidence) -> Judgement:
         self.store.record_evidence(evidence)

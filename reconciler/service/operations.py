@@ -112,14 +112,14 @@ def record_intent(body: IntentIn, rt: Rt, response: Response) -> OperationOut:
                     body.action, body.effect, rt.ledger.clock(), body.run_id, body.tool_call_id,
                     dict(body.correlation))
     try:
-        created = rt.ledger.record_intent(intent)
+        recorded = rt.ledger.record_intent(intent)
     except IntentConflictError:
         INTENTS.labels(result="conflict").inc()
         raise
-    INTENTS.labels(result="created" if created else "repeat").inc()
-    if not created:
+    INTENTS.labels(result="created" if recorded.created else "repeat").inc()
+    if not recorded.created:
         response.status_code = 200
-    return rt.answer(rt.ledger.judge(intent.operation_id))
+    return rt.answer(recorded.judgement)
 
 
 @router.get("", response_model=OperationListOut)
@@ -159,16 +159,16 @@ def record_attempt(operation_id: OperationId, body: AttemptIn, rt: Rt,
                       _at(body.at, rt), body.outcome, body.status, _match(body.receipt))
     if body.at is None:
         # A resent request without `at` is the same attempt, not a conflicting one.
-        recorded = {a.number: a for a in rt.store.facts(operation_id).attempts}
-        same = recorded.get(attempt.number)
+        earlier = {a.number: a for a in rt.store.facts(operation_id).attempts}
+        same = earlier.get(attempt.number)
         if same is not None and replace(attempt, at=same.at) == same:
             attempt = same
-    created = rt.store.record_attempt(attempt)
-    if created:
+    recorded = rt.ledger.record_attempt(attempt)
+    if recorded.created:
         ATTEMPTS.labels(outcome=attempt.outcome.value).inc()
     else:
         response.status_code = 200
-    return rt.answer(rt.ledger.judge(operation_id))
+    return rt.answer(recorded.judgement)
 
 
 @router.post("/{operation_id:path}/evidence", status_code=201, response_model=OperationOut,

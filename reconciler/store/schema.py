@@ -20,7 +20,10 @@ def make_engine(url: str) -> Engine:
     """An engine for `url`. SQLite gets WAL and synchronous=FULL, so an acknowledged intent
     survives a crash and a power cut, and BEGIN IMMEDIATE, so two writers never interleave."""
     if not url.startswith("sqlite"):
-        return create_engine(url, pool_pre_ping=True)
+        # No pre-ping: it costs a round trip per transaction. A connection that died with a
+        # server restart fails its transaction (a clear StoreUnavailableError, nothing half
+        # written), and SQLAlchemy then drops the pool's stale connections.
+        return create_engine(url)
     in_memory = url in ("sqlite://", "sqlite:///:memory:")
     engine = create_engine(
         url,

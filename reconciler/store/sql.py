@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, or_, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
 
@@ -48,6 +48,7 @@ class SqlStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._contracts: dict[str, ProviderContract] = {}
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -121,25 +122,38 @@ class SqlStore:
                          evidence=tuple(rows.evidence_of(e) for e in evidence))
 
     def contract(self, provider: str) -> ProviderContract:
+        # Contracts come from configuration and change only through put_contract, so every
+        # verdict need not pay a round trip for one.
+        cached = self._contracts.get(provider)
+        if cached is not None:
+            return cached
         with self.session() as s:
             row = s.get(ProviderRow, provider)
-            return rows.contract_of(row) if row else ProviderContract(name=provider)
+            contract = rows.contract_of(row) if row else ProviderContract(name=provider)
+        self._contracts[provider] = contract
+        return contract
 
     def put_contract(self, contract: ProviderContract) -> None:
         with self.session() as s:
             s.merge(rows.provider_row(contract))
+        self._contracts[contract.name] = contract
 
     def save_decision(self, operation_id: str, decision: Decision, now: datetime) -> None:
-        """Cache the latest verdict for listing and scheduling; the facts stay the truth."""
+        """Cache the latest verdict for listing and scheduling; the facts stay the truth.
+
+        Only a change is written: a verdict read again (every GET, every gate question) must not
+        cost a durable write, and `updated_at` keeps saying when the verdict last changed.
+        """
+        verdict, action = decision.verdict.value, decision.next_action
         with self.session() as s:
-            state = s.get(StateRow, operation_id)
-            if state is None:
-                state = StateRow(operation_id=operation_id, verdict=decision.verdict.value,
-                                 next_action=decision.next_action, updated_at=now)
-            state.verdict = decision.verdict.value
-            state.next_action = decision.next_action
-            state.updated_at = now
-            s.add(state)
+            changed = s.exec(update(StateRow)
+                             .where(col(StateRow.operation_id) == operation_id,
+                                    or_(col(StateRow.verdict) != verdict,
+                                        col(StateRow.next_action) != action))
+                             .values(verdict=verdict, next_action=action, updated_at=now))
+            if changed.rowcount == 0 and s.get(StateRow, operation_id) is None:
+                s.add(StateRow(operation_id=operation_id, verdict=verdict, next_action=action,
+                               updated_at=now))
 
     def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
                         after: str | None = None, limit: int = 50) -> list[OperationSummary]:
