@@ -69,7 +69,8 @@ class _VirtualClock:
 
     def __call__(self) -> datetime:
         if self.now is None:
-            raise RuntimeError("the virtual clock is read before any line set it")
+            raise ReconcilerError("no time yet: an earlier line must carry 'at' (or give this "
+                                  "line its own 'at')")
         return self.now
 
 

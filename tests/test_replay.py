@@ -7,9 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from reconciler.cli import app
+from reconciler.fixtures import KNOWN_TYPES
 from reconciler.replay import ReplayReport, replay, replay_file
 
 FIXTURES = Path(__file__).parent.parent / "ndjson_fixtures"
@@ -51,6 +54,8 @@ BAD_LINES = {
                        "field 'attempt'"),
     "naive_time": (INTENT.replace("00:00:00Z", "00:00:00"), "timezone"),
     "not_an_object": ("[1, 2, 3]", "JSON object"),
+    "no_time_yet": ('{"type":"expect","operation_id":"op","verdict":"indeterminate"}',
+                    "no time yet"),
     "unknown_operation": ('{"type":"probe","operation_id":"ghost","at":"2026-01-01T00:00:00Z",'
                           '"probe":"p","authority":"weak"}', "no intent is recorded"),
 }
@@ -125,3 +130,32 @@ def test_directories_are_walked_for_ndjson(tmp_path: Path) -> None:
 def test_a_missing_path_exits_2(tmp_path: Path) -> None:
     result = runner.invoke(app, ["replay", str(tmp_path / "nope.ndjson")])
     assert result.exit_code == 2 and "no such file" in result.stderr
+
+
+FIELDS = ["operation_id", "request_hash", "idempotency_key", "provider", "action", "effect",
+          "at", "attempt", "outcome", "status", "receipt", "provider_ref", "source", "probe",
+          "authority", "matches", "error", "verdict", "actor", "note", "findings", "name",
+          "max_attempts", "visibility_lag_s", "retry_allowed"]
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=False)
+    | st.sampled_from(["op", "2026-01-01T00:00:00Z", "timeout", "authoritative", "read_only",
+                       "verified_applied", "sha256:00", ""]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["provider_ref", "request_hash"]), inner, max_size=2),
+    max_leaves=6)
+events = st.fixed_dictionaries(
+    {"type": st.sampled_from([*KNOWN_TYPES, "bogus"])},
+    optional={f: json_values for f in FIELDS})
+lines = st.lists(st.one_of(events.map(json.dumps).map(str.encode), st.binary(max_size=40)),
+                 max_size=8)
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines)
+def test_no_input_escapes_as_anything_but_a_line_error(tmp_path: Path, content: list[bytes]
+                                                        ) -> None:
+    # A valid intent first, so that later lines can reach the ledger and the engine.
+    path = _write(tmp_path, b"\n".join([INTENT.encode(), *content]), name="fuzz.ndjson")
+    report = replay([path])  # raises nothing: every problem is a FixtureError in the report
+    assert all(e.path == str(path) and e.line >= 0 for e in report.errors)
