@@ -182,8 +182,10 @@ def _unsafe_retry_findings(facts: Facts, contract: ProviderContract,
     if facts.of(RefusedRetry):
         found.append(Finding.REFUSED_RETRY)
     retries = sorted((a for a in facts.attempts if a.number >= 2), key=lambda a: a.number)
-    blind = blind_known if blind_known is not None else _any_blind_retry(facts, contract, retries)
-    if intent.effect is Effect.NON_IDEMPOTENT and blind:
+    # Only a non_idempotent action can be retried blindly; the others skip the walk back.
+    if intent.effect is Effect.NON_IDEMPOTENT and (
+            blind_known if blind_known is not None
+            else _any_blind_retry(facts, contract, retries)):
         found.append(Finding.BLIND_RETRY)
     first = min(facts.attempts, key=lambda a: a.number, default=None)
     if first is not None and any(
