@@ -59,7 +59,5 @@ class Ledger:
     def judge(self, operation_id: str, now: datetime | None = None) -> Judgement:
         """Decide the verdict from everything recorded, and cache it in the store."""
         at = now or self.clock()
-        facts = self.store.facts(operation_id)
-        decision = evaluate(facts, self.store.contract(facts.intent.provider), at)
-        self.store.save_decision(operation_id, decision, at)
+        facts, decision = self.store.decide(operation_id, evaluate, at)
         return Judgement(facts, decision, at)

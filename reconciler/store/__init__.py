@@ -6,6 +6,7 @@ one (SQLite by default, any SQLAlchemy URL otherwise), opened with `open_store(u
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
@@ -37,5 +38,8 @@ class Store(Protocol):
     def put_contract(self, contract: ProviderContract) -> None:
         """Configure (or reconfigure) a provider's contract."""
 
-    def save_decision(self, operation_id: str, decision: Decision, now: datetime) -> None:
-        """Cache the latest verdict (for listing and scheduling); the facts stay the truth."""
+    def decide(self, operation_id: str,
+               rule: Callable[[Facts, ProviderContract, datetime], Decision],
+               now: datetime) -> tuple[Facts, Decision]:
+        """Apply a pure rule to the operation's facts and contract, and cache the decision
+        (for listing and scheduling); the facts stay the truth."""

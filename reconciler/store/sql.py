@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,6 +28,9 @@ from reconciler.errors import (
 )
 from reconciler.store import rows
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, ProviderRow, StateRow
+
+#: A pure decision rule: facts, contract and time in, decision out (`verdicts.evaluate`).
+Rule = Callable[[Facts, ProviderContract, datetime], Decision]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,40 +115,28 @@ class SqlStore:
 
     def facts(self, operation_id: str) -> Facts:
         with self.session() as s:
-            intent = self._require(s, operation_id)
-            attempts = s.exec(select(AttemptRow).where(AttemptRow.operation_id == operation_id)
-                              .order_by(col(AttemptRow.number))).all()
-            evidence = s.exec(select(EvidenceRow).where(EvidenceRow.operation_id == operation_id)
-                              .order_by(col(EvidenceRow.id))).all()
-            return Facts(intent=rows.intent_of(intent),
-                         attempts=tuple(rows.attempt_of(a) for a in attempts),
-                         evidence=tuple(rows.evidence_of(e) for e in evidence))
+            return self._facts(s, operation_id)
 
     def contract(self, provider: str) -> ProviderContract:
-        # Contracts come from configuration and change only through put_contract, so every
-        # verdict need not pay a round trip for one.
-        cached = self._contracts.get(provider)
-        if cached is not None:
-            return cached
         with self.session() as s:
-            row = s.get(ProviderRow, provider)
-            contract = rows.contract_of(row) if row else ProviderContract(name=provider)
-        self._contracts[provider] = contract
-        return contract
+            return self._contract(s, provider)
 
     def put_contract(self, contract: ProviderContract) -> None:
         with self.session() as s:
             s.merge(rows.provider_row(contract))
         self._contracts[contract.name] = contract
 
-    def save_decision(self, operation_id: str, decision: Decision, now: datetime) -> None:
-        """Cache the latest verdict for listing and scheduling; the facts stay the truth.
+    def decide(self, operation_id: str, rule: Rule, now: datetime) -> tuple[Facts, Decision]:
+        """Apply `rule` to the operation's facts and contract and cache its decision, all in one
+        transaction: the cached verdict is always the one the facts it was drawn from give.
 
         Only a change is written: a verdict read again (every GET, every gate question) must not
         cost a durable write, and `updated_at` keeps saying when the verdict last changed.
         """
-        verdict, action = decision.verdict.value, decision.next_action
         with self.session() as s:
+            facts = self._facts(s, operation_id)
+            decision = rule(facts, self._contract(s, facts.intent.provider), now)
+            verdict, action = decision.verdict.value, decision.next_action
             changed = s.exec(update(StateRow)
                              .where(col(StateRow.operation_id) == operation_id,
                                     or_(col(StateRow.verdict) != verdict,
@@ -154,6 +145,27 @@ class SqlStore:
             if changed.rowcount == 0 and s.get(StateRow, operation_id) is None:
                 s.add(StateRow(operation_id=operation_id, verdict=verdict, next_action=action,
                                updated_at=now))
+            return facts, decision
+
+    def _facts(self, s: Session, operation_id: str) -> Facts:
+        intent = self._require(s, operation_id)
+        attempts = s.exec(select(AttemptRow).where(AttemptRow.operation_id == operation_id)
+                          .order_by(col(AttemptRow.number))).all()
+        evidence = s.exec(select(EvidenceRow).where(EvidenceRow.operation_id == operation_id)
+                          .order_by(col(EvidenceRow.id))).all()
+        return Facts(intent=rows.intent_of(intent),
+                     attempts=tuple(rows.attempt_of(a) for a in attempts),
+                     evidence=tuple(rows.evidence_of(e) for e in evidence))
+
+    def _contract(self, s: Session, provider: str) -> ProviderContract:
+        # Contracts come from configuration and change only through put_contract, so every
+        # verdict need not pay a round trip for one.
+        cached = self._contracts.get(provider)
+        if cached is None:
+            row = s.get(ProviderRow, provider)
+            cached = rows.contract_of(row) if row else ProviderContract(name=provider)
+            self._contracts[provider] = cached
+        return cached
 
     def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
                         after: str | None = None, limit: int = 50) -> list[OperationSummary]:
