@@ -168,17 +168,10 @@ def serve_command(
     --config, then defaults. The bearer token is read from RECONCILER_TOKEN (or the variable
     named by token_env in [service]), never from a flag. Stops gracefully on SIGTERM.
     """
-    from reconciler.errors import ReconcilerError
-    from reconciler.service.server import EXIT_CANNOT_START, serve
-    from reconciler.service.settings import load_settings
+    from reconciler.service.server import main
 
-    flags = {"db": db, "host": host, "port": port, "config": config,
-             "sweep_interval_s": sweep_interval_s, "probe_concurrency": probe_concurrency,
-             "probe_timeout_s": probe_timeout_s, "probe_budget": probe_budget,
-             "retry_lease_ttl_s": retry_lease_ttl_s, "max_body_bytes": max_body_bytes,
-             "shutdown_timeout_s": shutdown_timeout_s}
-    try:
-        serve(load_settings(flags))
-    except (ReconcilerError, OSError) as exc:
-        typer.echo(f"error: cannot start: {exc}", err=True)
-        raise typer.Exit(EXIT_CANNOT_START) from None
+    main({"db": db, "host": host, "port": port, "config": config,
+          "sweep_interval_s": sweep_interval_s, "probe_concurrency": probe_concurrency,
+          "probe_timeout_s": probe_timeout_s, "probe_budget": probe_budget,
+          "retry_lease_ttl_s": retry_lease_ttl_s, "max_body_bytes": max_body_bytes,
+          "shutdown_timeout_s": shutdown_timeout_s})

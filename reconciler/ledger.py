@@ -23,6 +23,8 @@ class Judgement:
     facts: Facts
     decision: Decision
     at: datetime
+    #: Handed to a human by a sweeper (deadline or probe budget spent); never probed again.
+    escalated: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,5 +61,5 @@ class Ledger:
     def judge(self, operation_id: str, now: datetime | None = None) -> Judgement:
         """Decide the verdict from everything recorded, and cache it in the store."""
         at = now or self.clock()
-        facts, decision = self.store.decide(operation_id, evaluate, at)
-        return Judgement(facts, decision, at)
+        facts, decision, escalated = self.store.decide(operation_id, evaluate, at)
+        return Judgement(facts, decision, at, escalated)

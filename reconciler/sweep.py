@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -105,17 +105,18 @@ class Sweeper:
             facts = self.ledger.store.facts(operation_id)
             target = ProbeTarget.of(facts.intent)
             for probe in self.probes_for(facts.intent.provider):
-                self.ledger.record_evidence(run_probe(
+                # Recorded straight into the store: the verdict is decided once, after the round.
+                self.ledger.store.record_evidence(run_probe(
                     probe, target, self.policy.probe_timeout_s, self.ledger.clock))
             judgement = self.ledger.judge(operation_id)
         except BaseException:
             self.leases.finish(operation_id, self.holder, next_probe_at=None, escalate=False)
             raise
         next_at, escalate = self._schedule(judgement)
-        if escalate and not self.leases.is_escalated(operation_id):
+        if escalate and not judgement.escalated:
             metrics.ESCALATIONS.inc()
         self.leases.finish(operation_id, self.holder, next_probe_at=next_at, escalate=escalate)
-        return judgement
+        return replace(judgement, escalated=judgement.escalated or escalate)
 
     def _schedule(self, judgement: Judgement) -> tuple[datetime | None, bool]:
         """(next probe time, escalate?) after a round."""

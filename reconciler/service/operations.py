@@ -25,7 +25,7 @@ from reconciler.domain import (
     Receipt,
     Resolution,
 )
-from reconciler.errors import IntentConflictError
+from reconciler.errors import AttemptConflictError, IntentConflictError
 from reconciler.gate import GateResult, RetryRequest
 from reconciler.metrics import ATTEMPTS, INTENTS, RETRY_DECISIONS, VERDICTS
 from reconciler.schemas import (
@@ -157,13 +157,15 @@ def record_attempt(operation_id: OperationId, body: AttemptIn, rt: Rt,
     """Record one dispatch and what the caller saw of it."""
     attempt = Attempt(operation_id, body.attempt, body.idempotency_key, body.request_hash,
                       _at(body.at, rt), body.outcome, body.status, _match(body.receipt))
-    if body.at is None:
-        # A resent request without `at` is the same attempt, not a conflicting one.
-        earlier = {a.number: a for a in rt.store.facts(operation_id).attempts}
-        same = earlier.get(attempt.number)
-        if same is not None and replace(attempt, at=same.at) == same:
-            attempt = same
-    recorded = rt.ledger.record_attempt(attempt)
+    try:
+        recorded = rt.ledger.record_attempt(attempt)
+    except AttemptConflictError:
+        # A resent request without `at` is the same attempt, not a conflicting one: only here,
+        # off the hot path, is the recorded attempt read back to tell.
+        same = {a.number: a for a in rt.store.facts(operation_id).attempts}.get(attempt.number)
+        if body.at is not None or same is None or replace(attempt, at=same.at) != same:
+            raise
+        recorded = rt.ledger.record_attempt(same)
     if recorded.created:
         ATTEMPTS.labels(outcome=attempt.outcome.value).inc()
     else:

@@ -56,8 +56,7 @@ class Runtime:
     def answer(self, judgement: Judgement) -> OperationOut:
         """An operation as a client gets it; every verdict handed out is counted."""
         VERDICTS.labels(verdict=judgement.decision.verdict.value).inc()
-        escalated = self.leases.is_escalated(judgement.facts.intent.operation_id)
-        return operation_out(judgement, escalated)
+        return operation_out(judgement, judgement.escalated)
 
 
 def build_runtime(settings: Settings, ledger: Ledger | None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Mapping
 from typing import TextIO
 
 import uvicorn
@@ -45,9 +46,12 @@ def serve(settings: Settings, *, out: TextIO | None = None) -> None:
     uvicorn.Server(config).run(sockets=[sock])
 
 
-def main() -> None:
+def main(flags: Mapping[str, object] | None = None) -> None:
+    """Serve with `flags` (CLI values by setting name) over the environment and the file;
+    a configuration or store that stops the service from starting exits 2, without a
+    traceback."""
     try:
-        serve(load_settings())
+        serve(load_settings(flags))
     except (ReconcilerError, SQLAlchemyError, OSError) as exc:
         print(f"error: cannot start: {exc}", file=sys.stderr)
         sys.exit(EXIT_CANNOT_START)

@@ -40,6 +40,7 @@ class Store(Protocol):
 
     def decide(self, operation_id: str,
                rule: Callable[[Facts, ProviderContract, datetime], Decision],
-               now: datetime) -> tuple[Facts, Decision]:
+               now: datetime) -> tuple[Facts, Decision, bool]:
         """Apply a pure rule to the operation's facts and contract, and cache the decision
-        (for listing and scheduling); the facts stay the truth."""
+        (for listing and scheduling); the facts stay the truth. Returns the facts, the
+        decision, and whether a sweeper has escalated the operation to a human."""

@@ -94,12 +94,6 @@ class SqlLeases:
             state = s.get(StateRow, operation_id)
             return state.probe_count if state else 0
 
-    def is_escalated(self, operation_id: str) -> bool:
-        """True once a sweeper has handed the operation to a human (deadline or budget spent)."""
-        with self.store.session() as s:
-            state = s.get(StateRow, operation_id)
-            return bool(state and state.escalated)
-
     def oldest_due(self, now: datetime) -> datetime | None:
         """When the longest-waiting due operation became due (for the reconcile-lag metric)."""
         became_due = func.coalesce(StateRow.next_probe_at, StateRow.updated_at)

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Engine, or_, update
+from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
 
@@ -19,6 +19,7 @@ from reconciler.domain import (
     Intent,
     IntentConflict,
     ProviderContract,
+    Verdict,
 )
 from reconciler.errors import (
     AttemptConflictError,
@@ -28,6 +29,7 @@ from reconciler.errors import (
 )
 from reconciler.store import rows
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, ProviderRow, StateRow
+from reconciler.verdicts import NextAction
 
 #: A pure decision rule: facts, contract and time in, decision out (`verdicts.evaluate`).
 Rule = Callable[[Facts, ProviderContract, datetime], Decision]
@@ -68,6 +70,12 @@ class SqlStore:
                 existing = s.get(IntentRow, intent.operation_id)
                 if existing is None:
                     s.add(rows.intent_row(intent))
+                    # The state row is born with the intent, so that deciding only ever updates
+                    # it: two first decisions racing cannot both insert it. Until the first
+                    # decision, nothing is known: indeterminate.
+                    s.add(StateRow(operation_id=intent.operation_id,
+                                   verdict=Verdict.INDETERMINATE.value,
+                                   next_action=NextAction.RECONCILE, updated_at=intent.at))
                     s.flush()
                     return True
         except IntegrityError:
@@ -126,9 +134,11 @@ class SqlStore:
             s.merge(rows.provider_row(contract))
         self._contracts[contract.name] = contract
 
-    def decide(self, operation_id: str, rule: Rule, now: datetime) -> tuple[Facts, Decision]:
+    def decide(self, operation_id: str, rule: Rule,
+               now: datetime) -> tuple[Facts, Decision, bool]:
         """Apply `rule` to the operation's facts and contract and cache its decision, all in one
         transaction: the cached verdict is always the one the facts it was drawn from give.
+        Returns the facts, the decision, and whether the operation is escalated.
 
         Only a change is written: a verdict read again (every GET, every gate question) must not
         cost a durable write, and `updated_at` keeps saying when the verdict last changed.
@@ -136,16 +146,12 @@ class SqlStore:
         with self.session() as s:
             facts = self._facts(s, operation_id)
             decision = rule(facts, self._contract(s, facts.intent.provider), now)
+            state = s.get(StateRow, operation_id)
+            assert state is not None  # born with the intent (record_intent)
             verdict, action = decision.verdict.value, decision.next_action
-            changed = s.exec(update(StateRow)
-                             .where(col(StateRow.operation_id) == operation_id,
-                                    or_(col(StateRow.verdict) != verdict,
-                                        col(StateRow.next_action) != action))
-                             .values(verdict=verdict, next_action=action, updated_at=now))
-            if changed.rowcount == 0 and s.get(StateRow, operation_id) is None:
-                s.add(StateRow(operation_id=operation_id, verdict=verdict, next_action=action,
-                               updated_at=now))
-            return facts, decision
+            if (state.verdict, state.next_action) != (verdict, action):
+                state.verdict, state.next_action, state.updated_at = verdict, action, now
+            return facts, decision, state.escalated
 
     def _facts(self, s: Session, operation_id: str) -> Facts:
         intent = self._require(s, operation_id)
