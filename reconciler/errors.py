@@ -67,3 +67,46 @@ class RetryRefusedError(ReconcilerError):
         super().__init__(f"retry of {operation_id!r} refused: {reason}",
                          operation_id=operation_id)
         self.answer = answer
+
+
+class RunKeyError(ReconcilerError):
+    """No usable run key: set RECONCILER_RUN_KEY (`reconciler run-key` prints a new one)."""
+
+
+class RunError(ReconcilerError):
+    """Base of the agent runtime's errors; each carries the run id."""
+
+    def __init__(self, run_id: str, message: str) -> None:
+        super().__init__(f"run {run_id!r}: {message}")
+        self.run_id = run_id
+
+
+class UnknownRunError(RunError):
+    """No run has this id; create the run first."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id, "no such run")
+
+
+class IllegalTransitionError(RunError):
+    """The run cannot move between these states; nothing was written. Check its state first."""
+
+    def __init__(self, run_id: str, src: object, dst: object, why: str) -> None:
+        super().__init__(run_id, f"illegal transition {src} -> {dst}: {why}")
+        self.src, self.dst = src, dst
+
+
+class RunConflictError(RunError):
+    """Another worker wrote to this run first; reload the run and decide again."""
+
+
+class ContinuationError(RunError):
+    """The continue response does not answer the run's pending continue request; send its id."""
+
+
+class ApprovalError(RunError):
+    """No pending approval matches this resume token; fetch the run for the current one."""
+
+
+class AgentLoadError(ReconcilerError):
+    """The agent named as package.module:attribute cannot be loaded; fix the name or module."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from reconciler.domain import Attempt, Decision, Evidence, Facts, Intent
-from reconciler.store import Store
+from reconciler.store import FIRST_DECISION, Store
 from reconciler.verdicts import evaluate
 
 
@@ -46,6 +46,14 @@ class Ledger:
         """Record an intent (an identical repeat is accepted, not new); IntentConflictError
         when the id exists with another hash or key."""
         created = self.store.record_intent(intent)
+        if created:
+            # Only the intent is known, and the store cached its first decision with it: when
+            # the engine agrees, reading it all back (half the cost of this call) tells nothing.
+            at = self.clock()
+            facts = Facts(intent)
+            decision = evaluate(facts, self.store.contract(intent.provider), at)
+            if (decision.verdict, decision.next_action) == FIRST_DECISION:
+                return Recorded(True, Judgement(facts, decision, at, escalated=False))
         return Recorded(created, self.judge(intent.operation_id))
 
     def record_attempt(self, attempt: Attempt) -> Recorded:

@@ -82,14 +82,21 @@ def replay_file(path: Path, report: ReplayReport) -> None:
     try:
         for number, event in read_events(path):
             at = getattr(event, "at", None)
-            if at is not None:
-                clock.now = utc(at)
             try:
+                if at is not None:
+                    clock.now = utc(at)
                 result = _apply(ledger, event, str(path), number)
             except ReconcilerError as exc:
                 if isinstance(exc, FixtureError):
                     raise
                 raise FixtureError(str(path), number, str(exc)) from None
+            except OverflowError as exc:
+                # A valid line can still hold a time or number nothing can compute with: a
+                # time before year 1 once in UTC, a window reaching past year 9999, an integer
+                # past 64 bits.
+                raise FixtureError(str(path), number, f"a time or number out of range ({exc}); "
+                                   "check this line's values and its provider's durations"
+                                   ) from None
             if result is not None:
                 report.results.append(result)
     except FixtureError as exc:

@@ -2,15 +2,19 @@
 imported by module name: pytest puts this folder on sys.path."""
 
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from reconciler.runtime import continuation
 from reconciler.sandbox import ManualClock, RunningSandbox, running_sandbox
+from reconciler.store.sealing import KEY_ENV, new_key
 
 from databases import pg_unreachable
+from runtime_harness import Monotonic, World, open_world
 from service_harness import database
 
 # Helpers that assert get their asserts rewritten like a test module's, so that a failure inside
@@ -18,6 +22,41 @@ from service_harness import database
 pytest.register_assert_rewrite("probe_harness", "sandbox_harness", "sidecar_client")
 
 from sidecar_client import Sidecar, running_sidecar  # noqa: E402
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fault-scale", type=int, default=1, metavar="N",
+                     help="run the fault harness (tests/test_faults_*.py) N times larger: "
+                     "more writes, kills, fault rounds and fuzz examples")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def run_key() -> Iterator[str]:
+    """Agent runs seal their conversation under RECONCILER_RUN_KEY: one fresh key per session
+    (processes the tests start inherit it)."""
+    key = new_key()
+    previous = os.environ.get(KEY_ENV)
+    os.environ[KEY_ENV] = key
+    yield key
+    if previous is None:
+        del os.environ[KEY_ENV]
+    else:
+        os.environ[KEY_ENV] = previous
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    """The agent runtime's unit-test world (runtime_harness): a store, a clock, fakes."""
+    with open_world() as opened:
+        yield opened
+
+
+@pytest.fixture
+def mono(monkeypatch: pytest.MonkeyPatch) -> Monotonic:
+    """A monotonic clock the runtime's continuation deadlines read, moved by the test."""
+    fake = Monotonic()
+    monkeypatch.setattr(continuation, "time", fake)
+    return fake
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -122,10 +122,10 @@ def dispatch(http: httpx.Client, base_url: str, shape: Shape, intent: Intent, nu
         return seen(Outcome.TIMEOUT)
     except httpx.TransportError:
         return seen(Outcome.CONNECTION_ERROR)
-    return seen(Outcome.RESPONSE, response.status_code, _receipt(shape, response))
+    return seen(Outcome.RESPONSE, response.status_code, receipt_of(shape, response))
 
 
-def _receipt(shape: Shape, response: httpx.Response) -> Match | None:
+def receipt_of(shape: Shape, response: httpx.Response) -> Match | None:
     """The effect a 2xx answer names, with the request hash the provider recorded if it says."""
     if not response.is_success:
         return None

@@ -7,7 +7,8 @@ from importlib.metadata import PackageNotFoundError, version
 from fastapi import FastAPI
 
 from reconciler.ledger import Ledger
-from reconciler.service import health, operations, webhooks
+from reconciler.runtime.agent import Agent, load_agent
+from reconciler.service import health, operations, runs, webhooks
 from reconciler.service.auth import BearerAuth
 from reconciler.service.intake import BodyIntake
 from reconciler.service.openapi import install_openapi
@@ -30,18 +31,23 @@ def _version() -> str:
 
 
 def create_app(settings: Settings, *, ledger: Ledger | None = None,
-               probes_for: ProbeLookup | None = None) -> FastAPI:
+               probes_for: ProbeLookup | None = None, agent: Agent | None = None) -> FastAPI:
     """The service. Without `ledger` it opens (and migrates) the store at `settings.db`;
-    without `probes_for` no operation has probes, and verdicts come from posted evidence."""
+    without `probes_for` no operation has probes, and verdicts come from posted evidence.
+    The runs API runs `agent`, else the one `settings.agent` names; without either its routes
+    answer a no-agent problem."""
     app = FastAPI(title="Effect-receipt reconciler", version=_version(), lifespan=lifespan,
                   description="Records intents before dispatch, asks providers what happened, "
                   "and gates every retry on evidence.",
                   responses=problem_responses(*COMMON_PROBLEMS))
     app.state.runtime = build_runtime(settings, ledger, probes_for)
-    routers = (operations.router, webhooks.router, health.router)
+    agent = agent or (load_agent(settings.agent) if settings.agent else None)
+    app.state.runs = runs.build_runs(app.state.runtime, agent) if agent else None
+    routers = (operations.router, runs.router, webhooks.router, health.router)
     for router in routers:
         app.include_router(router)
     install_problem_handlers(app, [route for router in routers for route in router.routes])
+    runs.install_run_problems(app)
     install_openapi(app, bearer=settings.token is not None)
     # Added innermost first: the safety net wraps everything, auth runs before any body is read.
     app.add_middleware(BodyIntake, max_body_bytes=settings.max_body_bytes)

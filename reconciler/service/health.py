@@ -7,12 +7,14 @@ import logging
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import select
 
 from reconciler.errors import StoreUnavailableError
 from reconciler.metrics import RECONCILE_LAG
 from reconciler.service.metering import reconcile_lag_s
 from reconciler.service.problems import STORE_UNAVAILABLE, ProblemError, problem_responses
 from reconciler.service.runtime import Rt
+from reconciler.store.tables import IntentRow
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +29,11 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz", responses=problem_responses(503))
 def readyz(rt: Rt) -> dict[str, str]:
-    """Readiness: the receipt store answers a trivial query."""
+    """Readiness: the receipt store answers a query on its own tables (an empty or foreign
+    database where the store should be is not ready: every write would fail)."""
     try:
         with rt.store.session() as s:
-            s.connection().exec_driver_sql("SELECT 1")
+            s.exec(select(IntentRow.operation_id).limit(1)).first()
     except (StoreUnavailableError, SQLAlchemyError) as exc:
         log.warning("not ready: %s", exc)
         raise ProblemError(STORE_UNAVAILABLE, "the receipt store does not answer") from None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request, Response
@@ -83,15 +83,25 @@ MAX_CLOCK_SKEW = timedelta(seconds=1)
 
 
 def _at(given: datetime | None, rt: Runtime) -> datetime:
-    """The time of a fact: the client's when given (not in the future), else the server's."""
+    """The time of a fact: the client's when given (in UTC, not in the future), else the
+    server's."""
     now = rt.ledger.clock()
     if given is None:
         return now
-    if given > now + MAX_CLOCK_SKEW:
-        raise ProblemError(VALIDATION, "'at' is in the future by the server's clock; omit it "
-                           "to use the server's time", extensions={"errors": [
-                               {"loc": ["body", "at"], "msg": "in the future", "type": "future"}]})
-    return given
+    try:
+        in_utc = given.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+01:00: valid RFC 3339, before year 1 in UTC
+        raise _bad_at("out_of_range", "'at' is outside years 1 to 9999 once in UTC; send it "
+                      "in UTC") from None
+    if in_utc > now + MAX_CLOCK_SKEW:
+        raise _bad_at("future", "'at' is in the future by the server's clock; omit it "
+                      "to use the server's time")
+    return in_utc
+
+
+def _bad_at(kind: str, detail: str) -> ProblemError:
+    return ProblemError(VALIDATION, detail, extensions={"errors": [
+        {"loc": ["body", "at"], "msg": kind.replace("_", " "), "type": kind}]})
 
 
 def _match(match: MatchIn | None) -> Match | None:

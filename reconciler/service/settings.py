@@ -52,6 +52,8 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(64 * 1024, ge=1024)
     shutdown_timeout_s: float = Field(30.0, gt=0, description="bound on in-flight requests")
     config: Path | None = Field(None, description="TOML file with [service] and [providers.*]")
+    agent: str | None = Field(None, min_length=1, description="package.module:attribute of the "
+                              "agent /v1/runs runs (see runtime.agent.load_agent)")
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

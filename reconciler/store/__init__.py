@@ -10,14 +10,28 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
-from reconciler.domain import Attempt, Decision, Evidence, Facts, Intent, ProviderContract
+from reconciler.domain import (
+    Attempt,
+    Decision,
+    Evidence,
+    Facts,
+    Intent,
+    ProviderContract,
+    Verdict,
+)
+from reconciler.verdicts import NextAction
+
+#: The decision a store caches for an operation when it records the intent: nothing is known
+#: yet. A caller that decides the same from the intent alone has nothing to read back.
+FIRST_DECISION = (Verdict.INDETERMINATE, NextAction.RECONCILE)
 
 
 class Store(Protocol):
     """What the reconciler needs from a store of facts."""
 
     def record_intent(self, intent: Intent) -> bool:
-        """Record an intent; True if new, False for an identical repeat.
+        """Record an intent; True if new (its cached decision is FIRST_DECISION), False for
+        an identical repeat.
 
         Raises IntentConflictError (after recording the conflict as evidence) when the id
         exists with another hash or key.

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import StaticPool
 
+from reconciler.errors import StoreUnavailableError
 from reconciler.store.sql import SqlStore
 
 DEFAULT_URL = "sqlite:///reconciler.db"
@@ -30,6 +35,9 @@ def make_engine(url: str) -> Engine:
         connect_args={"check_same_thread": False, "timeout": 30},
         poolclass=StaticPool if in_memory else None,
     )
+    [filename], options = engine.dialect.create_connect_args(engine.url)
+    if not in_memory and not options.get("uri"):
+        _commit_only_to(engine, filename)
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -47,6 +55,60 @@ def make_engine(url: str) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _commit_only_to(engine: Engine, path: str) -> None:
+    """Keep the engine on the file at `path`, the one a restart would open.
+
+    A connection holds its file open: removed or replaced, the old file would keep taking
+    commits that vanish with the process, answered 201 all the same. So a commit is refused
+    (StoreUnavailableError, nothing recorded) unless `path` is still the file the connection
+    opened, and such a connection is replaced at its next checkout. Once the file exists, new
+    connections open it read-write only: a missing file is a store that is gone (503 until it
+    is back), not a new empty one whose WAL could later be applied to the restored file; and an
+    empty file or one that is not a database is a store that is gone too (left untouched), not
+    an internal error.
+    """
+    opened = threading.Event()
+
+    @event.listens_for(engine, "do_connect")
+    def _existing_only(dialect: Any, record: Any, cargs: list[Any],
+                       cparams: dict[str, Any]) -> None:
+        if opened.is_set():
+            cargs[0] = Path(path).as_uri() + "?mode=rw"
+            cparams["uri"] = True
+
+    @event.listens_for(engine, "connect")
+    def _remember(dbapi_connection: Any, record: Any) -> None:
+        try:
+            version = dbapi_connection.execute("PRAGMA schema_version").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            # Another kind of file in its place: the store is not there, as when it is missing.
+            raise sqlite3.OperationalError(f"{path}: {exc}") from None
+        if version == 0 and opened.is_set():
+            raise sqlite3.OperationalError(f"{path} is empty, not the receipt store")
+        record.info["file_id"] = _file_id(path)
+        opened.set()
+
+    @event.listens_for(engine, "checkout")
+    def _still_there(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        if _file_id(path) != record.info.get("file_id"):
+            raise DisconnectionError(f"{path} was removed or replaced")
+
+    @event.listens_for(engine, "commit")
+    def _commit_there(conn: Any) -> None:
+        if _file_id(path) != conn.info.get("file_id"):
+            raise StoreUnavailableError(
+                f"receipt store unavailable: {path} was removed or replaced under the running "
+                "service; nothing was recorded. Put the file back (with its -wal) or restart")
 
 
 def alembic_config() -> Config:

@@ -19,7 +19,6 @@ from reconciler.domain import (
     Intent,
     IntentConflict,
     ProviderContract,
-    Verdict,
 )
 from reconciler.errors import (
     AttemptConflictError,
@@ -27,9 +26,8 @@ from reconciler.errors import (
     StoreUnavailableError,
     UnknownOperationError,
 )
-from reconciler.store import rows
+from reconciler.store import FIRST_DECISION, rows
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, ProviderRow, StateRow
-from reconciler.verdicts import NextAction
 
 #: A pure decision rule: facts, contract and time in, decision out (`verdicts.evaluate`).
 Rule = Callable[[Facts, ProviderContract, datetime], Decision]
@@ -73,9 +71,9 @@ class SqlStore:
                     # The state row is born with the intent, so that deciding only ever updates
                     # it: two first decisions racing cannot both insert it. Until the first
                     # decision, nothing is known: indeterminate.
-                    s.add(StateRow(operation_id=intent.operation_id,
-                                   verdict=Verdict.INDETERMINATE.value,
-                                   next_action=NextAction.RECONCILE, updated_at=intent.at))
+                    verdict, action = FIRST_DECISION
+                    s.add(StateRow(operation_id=intent.operation_id, verdict=verdict.value,
+                                   next_action=action, updated_at=intent.at))
                     s.flush()
                     return True
         except IntegrityError:
@@ -126,6 +124,9 @@ class SqlStore:
             return self._facts(s, operation_id)
 
     def contract(self, provider: str) -> ProviderContract:
+        cached = self._contracts.get(provider)
+        if cached is not None:
+            return cached
         with self.session() as s:
             return self._contract(s, provider)
 

@@ -124,3 +124,54 @@ class StateRow(SQLModel, table=True):
     retry_holder: str | None = Field(default=None, max_length=200)
     retry_lease_expires_at: datetime | None = _at(nullable=True)
     updated_at: datetime = _at(nullable=False)
+
+
+class RunRow(SQLModel, table=True):
+    """An agent run's summary, kept equal to the projection of its events (runtime.events)."""
+
+    __tablename__ = "runs"
+
+    run_id: str = Field(primary_key=True, max_length=200)
+    state: str = Field(max_length=20, index=True)
+    seq: int
+    turn: int = 0
+    correlation_id: str | None = Field(default=None, max_length=200)
+    stop_reason: str | None = Field(default=None, max_length=60)
+    error_code: str | None = Field(default=None, max_length=60)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    created_at: datetime = _at(nullable=False)
+    updated_at: datetime = _at(nullable=False)
+    #: The worker driving the run, until its lease expires (see SqlJournal.claim).
+    holder: str | None = Field(default=None, max_length=200)
+    lease_expires_at: datetime | None = _at(nullable=True)
+
+
+class RunEventRow(SQLModel, table=True):
+    """One event of a run; append-only. (run_id, seq) is unique, so two writers that both
+    read seq n cannot both append n+1: the loser reloads and decides again."""
+
+    __tablename__ = "run_events"
+    __table_args__ = (UniqueConstraint("run_id", "seq", name="uq_run_events_run_seq"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.run_id", max_length=200)
+    seq: int
+    kind: str = Field(max_length=40)
+    at: datetime = _at(nullable=False)
+    data: str
+
+
+class ToolResultRow(SQLModel, table=True):
+    """A tool call's result, recorded once: the key is (run, turn, tool call)."""
+
+    __tablename__ = "run_tool_results"
+
+    run_id: str = Field(foreign_key="runs.run_id", primary_key=True, max_length=200)
+    turn: int = Field(primary_key=True)
+    tool_call_id: str = Field(primary_key=True, max_length=200)
+    is_error: bool
+    source: str = Field(max_length=20)
+    at: datetime = _at(nullable=False)

@@ -1,6 +1,7 @@
-"""What the reconciler costs a worker on the hot path, next to the floors it cannot go below.
+"""What the reconciler costs a worker on the hot path, call by call, next to the floors it
+cannot go below, with the database work behind each call (a diagnostic beside the suite):
 
-    python benchmarks/hot_path.py [--n N] [--warmup W] [--db URL] [--json]
+    python -m bench.hot_path [--n N] [--warmup W] [--db URL] [--json]
 
 Three sections, measured in one run so that every figure and its baseline share the machine,
 the database and its durability settings:
@@ -11,7 +12,7 @@ the database and its durability settings:
    client (the round-trip floor) and against section 1 (what HTTP adds);
 3. a tracked call (`client.track` + `dispatch`) against calling `send` directly.
 
-Compare rows within one run, never across machines. benchmarks/README.md explains the rows.
+Compare rows within one run, never across machines. bench/README.md explains the rows.
 """
 
 from __future__ import annotations
@@ -31,25 +32,33 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import httpx
 import uvicorn
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
+from bench.harness import BenchError
+from bench.operations import (
+    CONTRACT,
+    PROVIDER,
+    REQUEST_HASH,
+    intent_of,
+    key_of,
+    pg_schema,
+    retryable,
+)
+from bench.sqlcount import SqlCounter
 from reconciler.client import ReconcilerClient
 from reconciler.domain import (
     Attempt,
-    Authority,
     Effect,
     Intent,
-    Observation,
     Outcome,
-    ProviderContract,
 )
 from reconciler.gate import RetryGate, RetryRequest
 from reconciler.ledger import Ledger, utcnow
@@ -63,59 +72,11 @@ from reconciler.store.sql import SqlStore
 
 A = TypeVar("A")
 
-REQUEST_HASH = "sha256:" + "0" * 64
 HOLDER = "hot-path-worker"
-#: Keys and a budget, so that a verified_not_applied operation is one the gate may grant.
-CONTRACT = ProviderContract(name="hot-path-pay", idempotency_keys=True, max_attempts=3)
 FLOOR_TABLE = "hot_path_floor"
 SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
-WRITES = ("INSERT", "UPDATE", "DELETE")
-_WROTE = "hot_path_wrote"
 
 IN_PROCESS, HTTP, TRACKED = "in process", "HTTP on loopback", "tracked call"
-
-
-class BenchmarkError(RuntimeError):
-    """The system under test did not answer as the measured scenario requires."""
-
-
-class SqlCounter:
-    """Transactions, durable commits and statements of every engine in this process, the
-    service's included (it runs on a thread here), so that each row shows the database work
-    behind its time: the floor is one durable commit, everything else is a multiple of it."""
-
-    def __init__(self) -> None:
-        self.transactions = 0
-        self.durable_commits = 0
-        self.statements = 0
-        event.listen(Engine, "begin", self._begin)
-        event.listen(Engine, "before_cursor_execute", self._statement)
-        event.listen(Engine, "commit", self._commit)
-        event.listen(Engine, "rollback", self._rollback)
-
-    def snapshot(self) -> tuple[int, int, int]:
-        return self.transactions, self.durable_commits, self.statements
-
-    def _begin(self, conn: Connection) -> None:
-        self.transactions += 1
-
-    def _statement(self, conn: Connection, _cursor: Any, statement: str, *_args: Any) -> None:
-        verb = statement.lstrip()[:6].upper()
-        # SQLite's BEGIN IMMEDIATE goes through the cursor, PostgreSQL's BEGIN does not: leave
-        # it out so that both count the same statements.
-        if verb.startswith("BEGIN"):
-            return
-        self.statements += 1
-        if verb in WRITES:
-            conn.info[_WROTE] = True
-
-    def _commit(self, conn: Connection) -> None:
-        # Only a commit with writes makes the database flush (fsync) its log.
-        if conn.info.pop(_WROTE, False):
-            self.durable_commits += 1
-
-    def _rollback(self, conn: Connection) -> None:
-        conn.info.pop(_WROTE, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,14 +146,12 @@ class Operations:
         return next(self._ids)
 
     def intent(self, at: datetime | None = None) -> Intent:
-        op = self.new_id()
-        return Intent(op, REQUEST_HASH, f"key-{op}", CONTRACT.name, "charge",
-                      Effect.NON_IDEMPOTENT, at or utcnow())
+        return intent_of(self.new_id(), at or utcnow())
 
     def intent_in(self) -> IntentIn:
         op = self.new_id()
-        return IntentIn(operation_id=op, request_hash=REQUEST_HASH, idempotency_key=f"key-{op}",
-                        provider=CONTRACT.name, action="charge", effect=Effect.NON_IDEMPOTENT)
+        return IntentIn(operation_id=op, request_hash=REQUEST_HASH, idempotency_key=key_of(op),
+                        provider=PROVIDER, action="charge", effect=Effect.IDEMPOTENT_WRITE)
 
     def recorded(self) -> Intent:
         intent = self.intent()
@@ -210,15 +169,7 @@ class Operations:
         return intent
 
     def retryable(self) -> Intent:
-        """verified_not_applied with a retry allowed: attempt 1 timed out, then an
-        authoritative probe, strictly after that dispatch, found nothing."""
-        now = utcnow()
-        intent = self.intent(now - timedelta(seconds=3))
-        self.ledger.store.record_intent(intent)
-        self.ledger.store.record_attempt(first_attempt(intent, now - timedelta(seconds=2)))
-        self.ledger.record_evidence(Observation(intent.operation_id, now - timedelta(seconds=1),
-                                                "charges.lookup", Authority.AUTHORITATIVE))
-        return intent
+        return retryable(self.ledger, self.new_id())
 
 
 def first_attempt(intent: Intent, at: datetime) -> Attempt:
@@ -242,7 +193,7 @@ def in_process(bench: Bench, store: SqlStore, ops: Operations) -> None:
     def ask(request: RetryRequest) -> None:
         answer = gate.ask(request)
         if not answer.allowed:
-            raise BenchmarkError(f"in-process gate refused {request.operation_id}: "
+            raise BenchError(f"in-process gate refused {request.operation_id}: "
                                  f"{answer.reason}")
 
     bench.measure(IN_PROCESS, "floor: INSERT + COMMIT", ops.new_id, floor)
@@ -260,7 +211,7 @@ def over_http(bench: Bench, client: ReconcilerClient, ops: Operations) -> None:
 
     def post_intent(intent: IntentIn) -> None:
         if not client.record_intent(intent).created:
-            raise BenchmarkError(f"{intent.operation_id} was not new")
+            raise BenchError(f"{intent.operation_id} was not new")
 
     def post_attempt(intent: Intent) -> None:
         # With `at`, as TrackedEffect sends it.
@@ -273,7 +224,7 @@ def over_http(bench: Bench, client: ReconcilerClient, ops: Operations) -> None:
             idempotency_key=intent.idempotency_key, request_hash=intent.request_hash,
             holder=HOLDER))
         if not answer.allowed:
-            raise BenchmarkError(f"HTTP gate refused {intent.operation_id}: {answer.reason}")
+            raise BenchError(f"HTTP gate refused {intent.operation_id}: {answer.reason}")
 
     def get_operation(intent: Intent) -> None:
         client.get(intent.operation_id)
@@ -321,24 +272,11 @@ def database(db: str | None) -> Iterator[str]:
     if db is None:
         with tempfile.TemporaryDirectory(prefix="hot_path_") as tmp:
             yield f"sqlite:///{Path(tmp) / 'reconciler.db'}"
-        return
-    url = make_url(db)
-    if url.get_backend_name() == "sqlite":
+    elif make_url(db).get_backend_name() == "sqlite":
         yield db
-        return
-    schema = f"hot_path_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(db)
-    try:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
-        try:
-            yield url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
-                hide_password=False)
-        finally:
-            with admin.begin() as conn:
-                conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
-    finally:
-        admin.dispose()
+    else:
+        with pg_schema(db) as url:
+            yield url
 
 
 @contextmanager

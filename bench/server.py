@@ -1,0 +1,37 @@
+"""The sidecar exactly as `reconciler serve` runs it (same app, middleware, uvicorn settings and
+logging), with one more route: `POST /bench/noop`, which does nothing. Its throughput and
+latency are the floor of the server stack, measured on the same process type as the real
+routes, so that a ratio between them compares the product's work and nothing else.
+
+    python -m bench.server    # settings from RECONCILER_*, as python -m reconciler.service.server
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from reconciler.ledger import Ledger
+from reconciler.service import server
+from reconciler.service.app import create_app
+from reconciler.service.settings import Settings
+from reconciler.sweep import ProbeLookup
+
+NOOP_PATH = "/bench/noop"
+
+
+async def noop() -> dict[str, bool]:
+    return {"ok": True}
+
+
+def create_app_with_noop(settings: Settings, *, ledger: Ledger | None = None,
+                         probes_for: ProbeLookup | None = None) -> FastAPI:
+    app = create_app(settings, ledger=ledger, probes_for=probes_for)
+    app.add_api_route(NOOP_PATH, noop, methods=["POST"])
+    return app
+
+
+if __name__ == "__main__":
+    # `serve` builds its app through this module global: swapping it reuses everything else
+    # `reconciler serve` does, instead of a copy that could drift from it.
+    vars(server)["create_app"] = create_app_with_noop
+    server.main()

@@ -1,0 +1,1 @@
+"""The agent runtime: durable runs whose side effects go through the reconciler."""

@@ -1,0 +1,109 @@
+"""Loop guards and budgets: pure checks the run loop makes before each turn and tool call.
+
+    turn 1 … turn max_turns-1 │ turn max_turns: no tools offered, a final notice asks for the
+                              │ best answer or a hand-off of the progress so far; then stop
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from reconciler.runtime.models import Usage
+
+FINAL_NOTICE = (
+    "This is your last turn: tools are no longer available. Give your best final answer now, "
+    "or, if the task is not finished, a short hand-off saying what was done, what is left, "
+    "and what the next person should do first.")
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """USD per million tokens of each kind (the four counts a model reports)."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_creation: float = 0.0
+    cache_read: float = 0.0
+
+    def cost(self, usage: Usage) -> float:
+        return (usage.input_tokens * self.input + usage.output_tokens * self.output
+                + usage.cache_creation_input_tokens * self.cache_creation
+                + usage.cache_read_input_tokens * self.cache_read) / 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """A run's limits and timings; stored with the run, so a resumed run keeps them."""
+
+    system: str = "You are a careful agent. Use the tools to do the task, then answer."
+    max_turns: int = 12
+    max_tool_calls_per_turn: int = 8
+    #: Over all four token counts together; None: no limit.
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+    prices: Prices = Prices()
+    #: A call identical (name and canonical arguments) to the previous `repeat_limit - 1`
+    #: calls is intercepted.
+    repeat_limit: int = 3
+    max_output_tokens: int = 1024
+    #: How long a pending approval waits before the run times out.
+    approval_timeout_s: float = 86_400.0
+    #: Reconcile rounds (and the wait between them) for a call whose effect is unknown.
+    reconcile_rounds: int = 5
+    reconcile_wait_s: float = 1.0
+    #: Pause for a continuation when less than this is left before the caller's deadline.
+    step_reserve_s: float = 2.0
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> RunConfig:
+        """From a run's stored configuration; unknown keys are an error, naming them."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown run configuration keys {unknown}; known: {sorted(known)}")
+        values = dict(data)
+        if isinstance(values.get("prices"), Mapping):
+            values["prices"] = Prices(**values["prices"])
+        config = cls(**values)
+        if config.max_turns < 1 or config.max_tool_calls_per_turn < 1 or config.repeat_limit < 2:
+            raise ValueError("max_turns and max_tool_calls_per_turn must be >= 1, "
+                             "repeat_limit >= 2")
+        return config
+
+
+def turn_estimate(turns: Sequence[Usage]) -> Usage:
+    """What the next turn is expected to cost: the largest turn so far (nothing known before
+    the first turn, which is therefore always started if the budget is not spent)."""
+    return max(turns, key=Usage.total, default=Usage())
+
+
+def budget_stop(config: RunConfig, turns: Sequence[Usage]) -> str | None:
+    """Why the next turn must not start (it would exceed a budget), or None."""
+    used = sum(turns, Usage())
+    projected = used + turn_estimate(turns)
+    if config.max_tokens is not None and projected.total() > config.max_tokens:
+        return (f"token budget: {used.total()} used, the next turn would take about "
+                f"{turn_estimate(turns).total()} more, limit {config.max_tokens}")
+    if config.max_cost_usd is not None and config.prices.cost(projected) > config.max_cost_usd:
+        return (f"cost budget: ${config.prices.cost(used):.4f} used, the next turn would pass "
+                f"the limit ${config.max_cost_usd:.4f}")
+    return None
+
+
+def is_repeat(history: Sequence[tuple[str, str]], call: tuple[str, str], limit: int) -> bool:
+    """True when `call` would be the `limit`-th identical call in a row."""
+    tail = history[-(limit - 1):]
+    return len(tail) == limit - 1 and all(item == call for item in tail)
+
+
+def repeat_message(name: str, limit: int) -> str:
+    return (f"Intercepted: this is call number {limit} in a row of {name!r} with the same "
+            "arguments, so it was not run. Repeating it will not change the result; use the "
+            "earlier results, try something different, or finish with what you have.")
+
+
+def over_limit_message(limit: int) -> str:
+    return (f"Not run: at most {limit} tool calls are allowed per turn. Ask for the rest in "
+            "the next turn if they are still needed.")

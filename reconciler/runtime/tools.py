@@ -1,0 +1,99 @@
+"""Tools as the runtime sees them: a spec for the model, an effect class, an async handler.
+
+A handler does the work once and says what it saw on the wire; the runtime decides whether it
+may run at all (`toolgate`). Handlers of side-effecting tools report the transport outcome and
+any receipt, so the reconciler's attempt record is what the caller really saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.domain import Effect, Match, Outcome
+from reconciler.hashing import derive_idempotency_key, request_hash
+from reconciler.runtime.models import ToolSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One dispatch of a tool call, as its handler gets it."""
+
+    run_id: str
+    turn: int
+    tool_call_id: str
+    name: str
+    input: Mapping[str, Any]
+    #: The reconciler's operation for this call (None for read_only tools).
+    operation_id: str | None
+    #: Derived from (run id, tool call id): the same on every dispatch of this call.
+    idempotency_key: str
+    #: 1 for the first dispatch; more only after the retry gate granted one.
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a handler returns: the result for the model, and what the wire said."""
+
+    content: str
+    is_error: bool = False
+    outcome: Outcome = Outcome.RESPONSE
+    status: int | None = None
+    receipt: Match | None = None
+
+
+Handler = Callable[[ToolCall], Awaitable[ToolOutput]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A tool the model may call.
+
+    `provider`/`action` name the operation for the reconciler (required unless read_only).
+    `request` gives the exact parameters the provider receives, whose hash the intent records
+    (default: the tool input); `correlation` the references probes search by; `uses_key` whether
+    the derived idempotency key is sent to the provider (default: for idempotent writes).
+    """
+
+    spec: ToolSpec
+    effect: Effect
+    handler: Handler
+    provider: str | None = None
+    action: str | None = None
+    request: Callable[[ToolCall], Any] | None = None
+    correlation: Callable[[ToolCall], Mapping[str, str]] | None = None
+    uses_key: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.effect is not Effect.READ_ONLY and not self.provider:
+            raise ValueError(f"tool {self.spec.name!r} has side effects: name its provider")
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def sends_key(self) -> bool:
+        return self.effect is Effect.IDEMPOTENT_WRITE if self.uses_key is None else self.uses_key
+
+    def request_hash(self, call: ToolCall) -> str:
+        return request_hash(self.request(call) if self.request else dict(call.input))
+
+
+def operation_id(run_id: str, tool_call_id: str) -> str:
+    """The reconciler's operation id of a tool call: stable across restarts of the run."""
+    return f"{run_id}:{tool_call_id}"
+
+
+def call_key(run_id: str, tool_call_id: str) -> str:
+    return derive_idempotency_key(run_id, tool_call_id)
+
+
+def by_name(tools: Sequence[Tool]) -> dict[str, Tool]:
+    names = [tool.name for tool in tools]
+    duplicates = {name for name in names if names.count(name) > 1}
+    if duplicates:
+        raise ValueError(f"tool names must be unique; repeated: {sorted(duplicates)}")
+    return {tool.name: tool for tool in tools}

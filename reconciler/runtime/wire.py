@@ -1,0 +1,207 @@
+"""The wire format of the sidecar's runs API (/v1/runs), and runs rendered in it.
+
+A run's configuration travels as a partial object (only the keys a caller sets), because the
+stored configuration is merged key by key: the agent's defaults, then the run's own, then what a
+resume changes. Each key is checked against `RunConfig` and stored as its checked value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, fields
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+
+from reconciler.runtime.events import CallView, Kind, RunEvent, RunView
+from reconciler.runtime.guards import RunConfig
+from reconciler.runtime.models import usage_to_json
+from reconciler.runtime.states import RunState
+from reconciler.schemas import Name, Note
+
+#: The caller's wait for an answer, at most: a run goes on past it only by the step under way.
+DEFAULT_DEADLINE_S = 25.0
+MAX_DEADLINE_S = 300.0
+
+_CONFIG = TypeAdapter(RunConfig)
+
+
+def _run_config(value: dict[str, Any]) -> dict[str, Any]:
+    checked = asdict(_CONFIG.validate_python(value))  # types; unknown keys are let through
+    given = {key: checked.get(key, value[key]) for key in value}
+    if isinstance(value.get("prices"), dict):
+        # Unknown price kinds are kept, for Prices to refuse by name below.
+        given["prices"] = {**value["prices"], **checked["prices"]}
+    try:
+        RunConfig.of(given)  # unknown keys and out-of-range values, in RunConfig's own words
+    except TypeError as exc:
+        raise ValueError(f"prices: {exc}") from None
+    numbers = [v for v in (*given.values(), *(given.get("prices") or {}).values())
+               if isinstance(v, float)]
+    if not all(math.isfinite(v) for v in numbers):
+        raise ValueError("numbers in a run configuration must be finite")
+    return given
+
+
+RunConfigIn = Annotated[dict[str, Any], AfterValidator(_run_config), Field(
+    description="Run configuration keys to set (the rest keep the agent's defaults): "
+    + ", ".join(f.name for f in fields(RunConfig)))]
+#: Run ids become part of operation ids (`run:tool_call`, at most 200 characters) and of paths.
+RUN_ID_PATTERN = r"^[A-Za-z0-9._:@+=-]+$"
+RUN_ID_MAX = 120
+RunId = Annotated[str, Field(min_length=1, max_length=RUN_ID_MAX, pattern=RUN_ID_PATTERN)]
+DeadlineS = Annotated[float, Field(
+    gt=0, le=MAX_DEADLINE_S, description="seconds to work on the run before answering; a run "
+    "with more to do pauses with a continue_request")]
+Token = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunIn(_In):
+    input: str = Field(min_length=1, max_length=60_000, description="the task")
+    config: RunConfigIn | None = None
+    correlation_id: Token | None = None
+    run_id: RunId | None = Field(None, description="default: a new unique id")
+    deadline_s: DeadlineS = DEFAULT_DEADLINE_S
+
+
+class ApproveIn(_In):
+    """A human's decision on the call the run waits for (see AgentRuntime.decide)."""
+
+    resume_token: Token
+    decision: Literal["applied", "not_applied", "approve_retry"]
+    actor: Name
+    note: Note = ""
+    deadline_s: DeadlineS = DEFAULT_DEADLINE_S
+
+
+class RejectIn(_In):
+    resume_token: Token
+    actor: Name
+    note: Note = ""
+    deadline_s: DeadlineS = DEFAULT_DEADLINE_S
+
+
+class CancelIn(_In):
+    reason: str = Field("cancelled over the runs API", min_length=1, max_length=500)
+
+
+class ResumeIn(_In):
+    config: RunConfigIn | None = Field(None, description="changes, e.g. a larger budget")
+    deadline_s: DeadlineS = DEFAULT_DEADLINE_S
+
+
+class ContinueIn(_In):
+    type: Literal["task_continue_response"]
+    continue_request_id: Token
+    deadline_s: DeadlineS = DEFAULT_DEADLINE_S
+
+
+class UsageOut(BaseModel):
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+
+
+class ApprovalOut(BaseModel):
+    tool_call_id: str
+    resume_token: str
+    payload: dict[str, Any]
+    requested_at: datetime
+
+
+class ContinueRequestOut(BaseModel):
+    type: Literal["task_continue_request"] = "task_continue_request"
+    id: str
+    run_id: str
+    tool_steps: int
+
+
+class CallOut(BaseModel):
+    """One tool call; a side-effecting one is the operation `operation_id` in /v1/operations."""
+
+    tool_call_id: str
+    turn: int
+    name: str
+    effect: str
+    operation_id: str | None
+    dispatches: int
+    done: bool
+    is_error: bool | None
+    source: str | None = Field(description="who wrote the result: handler, reconciled, "
+                               "guard, rejected, cancelled")
+
+
+class RunOut(BaseModel):
+    run_id: str
+    state: RunState
+    seq: int = Field(description="the number of the run's latest event")
+    created_at: datetime
+    updated_at: datetime
+    input: str
+    correlation_id: str | None
+    config: dict[str, Any]
+    turn: int
+    tool_steps: int
+    usage: UsageOut
+    output: str | None
+    stop_reason: str | None
+    error: dict[str, Any] | None
+    cancellation: dict[str, Any] | None
+    approval: ApprovalOut | None = Field(description="the call waiting for a human, if any")
+    continue_request: ContinueRequestOut | None = Field(
+        description="set when the run paused for the deadline: answer it to go on")
+    calls: list[CallOut]
+
+
+class RunEventOut(BaseModel):
+    seq: int
+    kind: Kind
+    at: datetime
+    data: dict[str, Any]
+
+
+class RunEventsOut(RunOut):
+    events: list[RunEventOut] = Field(description="events after ?after=, oldest first")
+    next_after: int | None = Field(description="pass as ?after= for the next page of events")
+
+
+def run_out(view: RunView) -> RunOut:
+    approval = view.approval
+    return RunOut(
+        run_id=view.run_id, state=view.state, seq=view.seq, created_at=view.created_at,
+        updated_at=view.updated_at, input=view.input, correlation_id=view.correlation_id,
+        config=dict(view.config), turn=view.turn, tool_steps=view.tool_steps,
+        usage=UsageOut(**usage_to_json(view.usage)), output=view.output,
+        stop_reason=view.stop_reason,
+        error=dict(view.error) if view.error is not None else None,
+        cancellation=dict(view.cancellation) if view.cancellation is not None else None,
+        approval=ApprovalOut(tool_call_id=approval.tool_call_id,
+                             resume_token=approval.resume_token, payload=dict(approval.payload),
+                             requested_at=approval.requested_at) if approval else None,
+        continue_request=ContinueRequestOut(id=view.continue_request, run_id=view.run_id,
+                                            tool_steps=view.tool_steps)
+        if view.continue_request is not None else None,
+        calls=[_call_out(call) for call in view.calls.values()])
+
+
+def run_events_out(view: RunView, events: list[RunEvent], limit: int) -> RunEventsOut:
+    """The run with one page of its events (`events` may hold one more than `limit`)."""
+    page = events[:limit]
+    return RunEventsOut(
+        **dict(run_out(view)),
+        events=[RunEventOut(seq=e.seq, kind=e.kind, at=e.at, data=dict(e.data)) for e in page],
+        next_after=page[-1].seq if len(events) > limit else None)
+
+
+def _call_out(call: CallView) -> CallOut:
+    result = call.result
+    return CallOut(tool_call_id=call.tool_call_id, turn=call.turn, name=call.name,
+                   effect=call.effect, operation_id=call.operation_id,
+                   dispatches=call.dispatches, done=result is not None,
+                   is_error=result.is_error if result else None, source=call.result_source)

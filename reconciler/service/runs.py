@@ -1,0 +1,223 @@
+"""The /v1/runs routes: agent runs driven by the sidecar, their side effects through its ledger.
+
+    POST /v1/runs                      create and work on the run until done or the deadline
+    GET  /v1/runs/{id}?after=seq       the run and a page of its events
+    POST /v1/runs/{id}/approve|reject  a human's decision on the call the run waits for
+    POST /v1/runs/{id}/cancel          stop it (the call in flight too, if this process runs it)
+    POST /v1/runs/{id}/resume          re-queue a stopped run, or pick up an orphaned live one
+    POST /v1/runs/{id}/continue        answer a task_continue_request
+
+Every route that works on a run does so within the request, for at most `deadline_s`; a run
+with more to do pauses and answers with a `continue_request`. Those routes are `async`: the
+agent runtime awaits its model and tools on the event loop, and a cancel request must reach the
+signal of an advance running in this process. (A cancel sent to another replica than the one
+advancing the run is recorded at once, but the call in flight there runs to its end.)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
+from fastapi.responses import JSONResponse
+
+from reconciler.errors import (
+    ApprovalError,
+    ContinuationError,
+    IllegalTransitionError,
+    RunConflictError,
+    RunError,
+    RunKeyError,
+    UnknownRunError,
+)
+from reconciler.runtime.agent import Agent
+from reconciler.runtime.loop import AgentRuntime
+from reconciler.runtime.states import RunState
+from reconciler.runtime.wire import (
+    MAX_DEADLINE_S,
+    RUN_ID_MAX,
+    RUN_ID_PATTERN,
+    ApproveIn,
+    CancelIn,
+    ContinueIn,
+    RejectIn,
+    ResumeIn,
+    RunEventsOut,
+    RunIn,
+    RunOut,
+    run_events_out,
+    run_out,
+)
+from reconciler.service.problems import Kind, ProblemError, problem_response, problem_responses
+from reconciler.service.runtime import Runtime
+from reconciler.store.journal import SqlJournal
+
+NO_AGENT = Kind("no-agent", 404, "No agent configured")
+UNKNOWN_RUN = Kind("unknown-run", 404, "Unknown run")
+ILLEGAL_TRANSITION = Kind("illegal-transition", 409, "The run's state does not allow this")
+RUN_CONFLICT = Kind("run-conflict", 409, "Another request or worker is working on the run")
+CONTINUATION_MISMATCH = Kind("continuation-mismatch", 409, "Not the run's pending continue "
+                                                          "request")
+APPROVAL_MISMATCH = Kind("approval-mismatch", 409, "No pending approval has this resume token")
+RUN_KEY = Kind("run-key", 503, "The run key cannot open this run's events")
+CANCEL_PENDING = Kind("cancel-pending", 409, "The run is still stopping")
+
+_BY_ERROR: dict[type[RunError], Kind] = {
+    UnknownRunError: UNKNOWN_RUN,
+    IllegalTransitionError: ILLEGAL_TRANSITION,
+    RunConflictError: RUN_CONFLICT,
+    ContinuationError: CONTINUATION_MISMATCH,
+    ApprovalError: APPROVAL_MISMATCH,
+}
+#: Live states a run may be left in by a worker that died mid-advance: resume picks it up.
+_ORPHANABLE = frozenset({RunState.QUEUED, RunState.RUNNING, RunState.AWAITING_TOOL})
+#: A run's lease outlasts the longest request (a step may overrun the deadline), so that no
+#: other worker takes over a run a request is still advancing.
+LEASE_S = 2 * MAX_DEADLINE_S
+
+
+@dataclass(frozen=True, slots=True)
+class Runs:
+    """The agent runtime on the service's store, and the configuration runs start from."""
+
+    runtime: AgentRuntime
+    defaults: dict[str, Any]
+
+
+def build_runs(rt: Runtime, agent: Agent) -> Runs:
+    """Runs on the service's own store, retry gate and sweeper: a tool call whose effect is
+    unknown is reconciled with the operations' probes and evidence."""
+    runtime = AgentRuntime(SqlJournal(rt.store), rt.ledger, rt.gate, agent.model, agent.tools,
+                           rt.sweeper.reconcile, lease_s=LEASE_S)
+    return Runs(runtime, dict(agent.config))
+
+
+def install_run_problems(app: FastAPI) -> None:
+    """Answer the runtime's errors as problems."""
+    for error in _BY_ERROR:
+        app.add_exception_handler(error, _on_run_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RunKeyError, _on_run_key_error)  # type: ignore[arg-type]
+
+
+async def _on_run_key_error(request: Request, exc: RunKeyError) -> JSONResponse:
+    # The key is the operator's to fix; the detail names the variable, never its value.
+    return problem_response(RUN_KEY, str(exc), request.url.path)
+
+
+async def _on_run_error(request: Request, exc: RunError) -> JSONResponse:
+    kind = next(k for cls, k in _BY_ERROR.items() if isinstance(exc, cls))
+    return problem_response(kind, str(exc), request.url.path, extensions={"run_id": exc.run_id})
+
+
+def get_runs(request: Request) -> Runs:
+    runs: Runs | None = request.app.state.runs
+    if runs is None:
+        raise ProblemError(NO_AGENT, "no agent configured: start the sidecar with --agent "
+                           "package.module:attribute (or RECONCILER_AGENT)")
+    return runs
+
+
+RunsDep = Annotated[Runs, Depends(get_runs)]
+RunIdPath = Annotated[str, Path(min_length=1, max_length=RUN_ID_MAX, pattern=RUN_ID_PATTERN)]
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"])
+
+
+def _deadline(deadline_s: float) -> float:
+    return time.monotonic() + deadline_s
+
+
+async def _advanced(runs: Runs, run_id: str, deadline_s: float) -> RunOut:
+    advance = await runs.runtime.advance(run_id, deadline=_deadline(deadline_s))
+    return run_out(advance.view)
+
+
+@router.post("", status_code=201, response_model=RunOut, responses=problem_responses(404, 409))
+async def create_run(body: RunIn, runs: RunsDep) -> RunOut:
+    """Create a run (the agent's configuration, overridden by `config`) and work on it until it
+    completes, stops, waits for a human or reaches `deadline_s`. 409 if `run_id` is taken."""
+    view = runs.runtime.create(body.input, run_id=body.run_id,
+                               config={**runs.defaults, **(body.config or {})},
+                               correlation_id=body.correlation_id)
+    return await _advanced(runs, view.run_id, body.deadline_s)
+
+
+@router.get("/{run_id}", response_model=RunEventsOut, responses=problem_responses(404, 409))
+def get_run(run_id: RunIdPath, runs: RunsDep, after: Annotated[int, Query(ge=0)] = 0,
+            limit: Annotated[int, Query(ge=1, le=1000)] = 500) -> RunEventsOut:
+    """The run and its events after sequence number `after` (a pending approval past its
+    timeout is timed out first)."""
+    view = runs.runtime.get(run_id)
+    return run_events_out(view, runs.runtime.journal.events(run_id, after)[:limit + 1], limit)
+
+
+@router.post("/{run_id}/approve", response_model=RunOut, responses=problem_responses(404, 409))
+async def approve(run_id: RunIdPath, body: ApproveIn, runs: RunsDep) -> RunOut:
+    """Decide the call the run waits for, then go on. applied: the provider did it (its result
+    comes from the evidence). not_applied: it did not; re-sending is approved (the retry gate
+    still decides). approve_retry: approve a re-send without saying what happened."""
+    return await _decide(runs, run_id, body.resume_token, body.decision, body.actor,
+                         body.note, body.deadline_s)
+
+
+@router.post("/{run_id}/reject", response_model=RunOut, responses=problem_responses(404, 409))
+async def reject(run_id: RunIdPath, body: RejectIn, runs: RunsDep) -> RunOut:
+    """Refuse the call the run waits for: it is not run, the model is told so and goes on."""
+    return await _decide(runs, run_id, body.resume_token, "reject", body.actor, body.note,
+                         body.deadline_s)
+
+
+async def _decide(runs: Runs, run_id: str, resume_token: str, decision: str, actor: str,
+                  note: str, deadline_s: float) -> RunOut:
+    runs.runtime.decide(run_id, resume_token, decision, actor=actor, note=note)
+    try:
+        return await _advanced(runs, run_id, deadline_s)
+    except RunConflictError:
+        # The decision is recorded (a repeat of it would be refused): whoever holds the run
+        # carries it out. Answer with the run as it is rather than a failure.
+        return run_out(runs.runtime.get(run_id))
+
+
+@router.post("/{run_id}/cancel", response_model=RunOut, responses=problem_responses(404, 409))
+async def cancel(run_id: RunIdPath, body: CancelIn, runs: RunsDep) -> RunOut:
+    """Cancel the run: a model or tool call in flight in this process is stopped, pending calls
+    get a result saying so. Cancelling a cancelled run changes nothing; a completed one is 409."""
+    view = runs.runtime.get(run_id)
+    if view.state is RunState.CANCELLED:
+        return run_out(view)
+    try:
+        view = await runs.runtime.cancel(run_id, body.reason)
+        if view.state is not RunState.CANCELLED:
+            # The advance in flight stopped (paused, or waits for a human) before it looked
+            # at the signal: record the cancellation now.
+            view = await runs.runtime.cancel(run_id, body.reason)
+    except TimeoutError:
+        raise ProblemError(CANCEL_PENDING, "the run was told to stop but is still finishing "
+                           "its current step; read it again shortly",
+                           extensions={"run_id": run_id}) from None
+    return run_out(view)
+
+
+@router.post("/{run_id}/resume", response_model=RunOut, responses=problem_responses(404, 409))
+async def resume(run_id: RunIdPath, body: ResumeIn, runs: RunsDep) -> RunOut:
+    """Re-queue a failed, cancelled or timed-out run (with configuration changes, e.g. a larger
+    budget) and work on it. A live run nobody works on (its worker died) is picked up where its
+    events say it is; 409 while another worker's lease on it runs."""
+    view = runs.runtime.get(run_id)
+    deadline = _deadline(body.deadline_s)
+    if view.state in _ORPHANABLE and body.config is None:
+        advance = await runs.runtime.advance(run_id, deadline=deadline)
+    else:
+        advance = await runs.runtime.resume(run_id, config=body.config, deadline=deadline)
+    return run_out(advance.view)
+
+
+@router.post("/{run_id}/continue", response_model=RunOut, responses=problem_responses(404, 409))
+async def continue_run(run_id: RunIdPath, body: ContinueIn, runs: RunsDep) -> RunOut:
+    """Answer the run's task_continue_request with its id: the run goes on. An id that is not
+    the pending one, or was answered already, is 409."""
+    advance = await runs.runtime.continue_(run_id, body.continue_request_id,
+                                           deadline=_deadline(body.deadline_s))
+    return run_out(advance.view)

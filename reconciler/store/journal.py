@@ -1,0 +1,164 @@
+"""`SqlJournal`: agent runs' event logs in the receipt store's database.
+
+Appends are optimistic. A writer appends on top of the run as it last read it (`view.seq`);
+if another writer got there first, the unique (run_id, seq) or the summary's seq check fails,
+nothing is written, and the caller gets RunConflictError: reload and decide again. That is
+what keeps two workers resuming one run from both dispatching its next tool call:
+
+    worker A: load (seq 7) ── append tool_dispatched as 8 ✓ ── send
+    worker B: load (seq 7) ────── append tool_dispatched as 8 ✗ conflict ── reload, see A's
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import or_, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import col, select
+
+from reconciler.errors import RunConflictError, UnknownRunError
+from reconciler.runtime.events import Kind, RunEvent, RunView, apply, project
+from reconciler.store.sealing import Sealer
+from reconciler.store.sql import SqlStore
+from reconciler.store.tables import RunEventRow, RunRow, ToolResultRow
+
+
+class SqlJournal:
+    """Run event logs on the same engine (and transactions) as the receipt store, their
+    payloads sealed (`sealing`); the sealer defaults to the key in RECONCILER_RUN_KEY."""
+
+    def __init__(self, store: SqlStore, sealer: Sealer | None = None) -> None:
+        self.store = store
+        self.sealer = sealer or Sealer.from_env()
+
+    def create(self, run_id: str, data: Mapping[str, Any], at: datetime) -> RunView:
+        """Record a new run (its `run_created` event); RunConflictError if the id is taken."""
+        event = RunEvent(run_id, 1, Kind.CREATED, at, dict(data))
+        view = apply(None, event)
+        try:
+            with self.store.session() as s:
+                s.add(_summary(RunRow(run_id=run_id, state="", seq=0, created_at=at,
+                                      updated_at=at), view))
+                s.flush()
+                s.add(self._event_row(event))
+        except IntegrityError:
+            raise RunConflictError(run_id, "a run with this id exists already") from None
+        return view
+
+    def append(self, view: RunView, kind: Kind, data: Mapping[str, Any],
+               at: datetime) -> RunView:
+        """Append one event on top of `view`; raises (writing nothing) when the event is not
+        legal for the run, or when the run moved on since `view` was read."""
+        event = RunEvent(view.run_id, view.seq + 1, kind, at, dict(data))
+        new = apply(view, event)
+        try:
+            with self.store.session() as s:
+                moved = s.execute(update(RunRow).where(
+                    col(RunRow.run_id) == view.run_id, col(RunRow.seq) == view.seq,
+                ).values(**_summary_values(new)))
+                if moved.rowcount != 1:  # type: ignore[attr-defined]
+                    raise RunConflictError(view.run_id, f"the run moved past seq {view.seq}; "
+                                                        "reload it and decide again")
+                s.add(self._event_row(event))
+                if kind is Kind.TOOL_RESULT:
+                    s.add(ToolResultRow(run_id=view.run_id, turn=int(data["turn"]),
+                                        tool_call_id=str(data["tool_call_id"]),
+                                        is_error=bool(data.get("is_error", False)),
+                                        source=str(data.get("source", "handler")), at=at))
+                s.flush()
+        except IntegrityError:
+            raise RunConflictError(view.run_id, "another writer recorded this event first; "
+                                                "reload the run") from None
+        return new
+
+    def claim(self, run_id: str, holder: str, now: datetime, ttl_s: float, *,
+              force: bool = False) -> bool:
+        """Take (or renew) the run's lease; False while another worker's lease runs. `force`
+        takes it anyway: only for a supervisor that knows the holder is dead.
+
+            A claims ──── A's lease ────┤ expires: B may claim
+            B claims ✗ (A holds it)          B claims ✓
+        """
+        expires = now + timedelta(seconds=ttl_s)
+        query = update(RunRow).where(col(RunRow.run_id) == run_id)
+        if not force:
+            query = query.where(or_(col(RunRow.holder).is_(None), col(RunRow.holder) == holder,
+                                    col(RunRow.lease_expires_at) <= now))
+        with self.store.session() as s:
+            claimed = s.execute(query.values(holder=holder, lease_expires_at=expires))
+            if claimed.rowcount == 1:  # type: ignore[attr-defined]
+                return True
+            if s.get(RunRow, run_id) is None:
+                raise UnknownRunError(run_id)
+        return False
+
+    def release(self, run_id: str, holder: str) -> None:
+        with self.store.session() as s:
+            s.execute(update(RunRow).where(col(RunRow.run_id) == run_id,
+                                           col(RunRow.holder) == holder)
+                      .values(holder=None, lease_expires_at=None))
+
+    def _event_row(self, event: RunEvent) -> RunEventRow:
+        data = json.dumps(event.data, separators=(",", ":"), sort_keys=True)
+        return RunEventRow(run_id=event.run_id, seq=event.seq, kind=event.kind.value,
+                           at=event.at, data=self.sealer.seal(data.encode()))
+
+    def load(self, run_id: str) -> RunView:
+        """The run, rebuilt from its events."""
+        return project(self.events(run_id))
+
+    def events(self, run_id: str, after: int = 0) -> list[RunEvent]:
+        with self.store.session() as s:
+            rows = s.exec(select(RunEventRow).where(
+                RunEventRow.run_id == run_id, col(RunEventRow.seq) > after,
+            ).order_by(col(RunEventRow.seq))).all()
+        if not rows and after == 0:
+            raise UnknownRunError(run_id)
+        return [RunEvent(r.run_id, r.seq, Kind(r.kind), r.at,
+                         json.loads(self.sealer.open(r.data))) for r in rows]
+
+    def summary(self, run_id: str) -> RunRow:
+        """The stored summary row (what list views read without replaying events)."""
+        with self.store.session() as s:
+            row = s.get(RunRow, run_id)
+        if row is None:
+            raise UnknownRunError(run_id)
+        return row
+
+    def run_ids(self, state: str | None = None, limit: int = 100) -> list[str]:
+        with self.store.session() as s:
+            query = select(RunRow.run_id)
+            if state is not None:
+                query = query.where(RunRow.state == state)
+            return list(s.exec(query.order_by(col(RunRow.created_at)).limit(limit)).all())
+
+    def result_keys(self, run_id: str) -> set[tuple[int, str]]:
+        """(turn, tool call id) of every recorded result of the run."""
+        with self.store.session() as s:
+            rows = s.exec(select(ToolResultRow).where(ToolResultRow.run_id == run_id)).all()
+        return {(r.turn, r.tool_call_id) for r in rows}
+
+
+
+
+def _summary_values(view: RunView) -> dict[str, Any]:
+    usage = view.usage
+    return {
+        "state": view.state.value, "seq": view.seq, "turn": view.turn,
+        "correlation_id": view.correlation_id, "stop_reason": view.stop_reason,
+        "error_code": (view.error or {}).get("error_code"),
+        "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+        "cache_read_input_tokens": usage.cache_read_input_tokens,
+        "updated_at": view.updated_at,
+    }
+
+
+def _summary(row: RunRow, view: RunView) -> RunRow:
+    for name, value in _summary_values(view).items():
+        setattr(row, name, value)
+    return row

@@ -1,0 +1,78 @@
+"""The benchmark suite runs end to end: each benchmark, at a tiny size, measures its figures and
+hands back its ratios. No timing is asserted here; speed is what the benchmarks report."""
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+# bench/ is run from the repository root and is not installed with the package.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import intents, over_http, reconcile, replicas, scale
+from bench.__main__ import BENCHMARKS, summary
+from bench.harness import Benchmark, Context, Outcome
+
+from databases import PG_URL, pg_unreachable
+
+
+def run_tiny(benchmark: Benchmark, tmp_path: Path) -> Outcome:
+    return benchmark(Context("tiny", tmp_path, PG_URL))
+
+
+def assert_measured(outcome: Outcome, ratios: int) -> None:
+    assert len(outcome.ratios) == ratios, [r.name for r in outcome.ratios]
+    # Ratios of two measurements are positive; counts (unit "") may be zero.
+    assert all(math.isfinite(r.value) and (r.value > 0 if r.unit else r.value >= 0)
+               for r in outcome.ratios), outcome.ratios
+    assert outcome.figures
+    assert all(p.count > 0 and p.p50 <= p.p99 for p in outcome.latencies.values())
+    assert outcome.render().count("ratio ") == ratios
+
+
+def test_intent_recording_is_measured_against_raw_sqlite_for_one_and_eight_writers(
+        tmp_path: Path) -> None:
+    outcome = run_tiny(intents.run, tmp_path)
+    assert_measured(outcome, 2)
+    assert {"raw sqlite3, 8 writers", "record_intent, 8 writers"} <= set(outcome.latencies)
+
+
+def test_http_endpoints_are_measured_against_the_no_op_on_the_same_server(
+        tmp_path: Path) -> None:
+    outcome = run_tiny(over_http.run, tmp_path)
+    assert_measured(outcome, 4)
+    assert any(label.startswith("no-op @") for label in outcome.latencies)
+
+
+def test_reconciliation_decides_every_due_operation_and_compares_with_the_bound(
+        tmp_path: Path) -> None:
+    outcome = run_tiny(reconcile.run, tmp_path)
+    assert_measured(outcome, 1)
+    assert "sweep: due to verdict" in outcome.latencies
+
+
+def test_scale_compares_lookups_on_two_store_sizes_and_samples_memory_while_sweeping(
+        tmp_path: Path) -> None:
+    outcome = run_tiny(scale.run, tmp_path)
+    assert_measured(outcome, 2)
+    assert any("RSS" in figure for figure in outcome.figures)
+
+
+@pytest.mark.skipif(pg_unreachable() is not None, reason=pg_unreachable() or "reachable")
+def test_replicas_are_compared_on_postgresql_without_double_probes(tmp_path: Path) -> None:
+    outcome = run_tiny(replicas.run, tmp_path)
+    assert_measured(outcome, 2)
+    [doubles] = [r for r in outcome.ratios if r.name.startswith("double probes")]
+    assert doubles.value == 0
+
+
+def test_the_summary_lists_every_ratio_and_every_failure() -> None:
+    outcome = Outcome("x", "a benchmark")
+    outcome.ratio("fast", 2.0, 1.5, higher_is_better=True)
+    outcome.ratio("slow", 2.0, 1.5, higher_is_better=False)
+    text = summary([outcome], ["broken"], 1.0)
+    assert "fast: 2.00x (target >= 1.5x) met" in text
+    assert "slow: 2.00x (target <= 1.5x) MISSED" in text
+    assert "broken" in text and "1 of 2 targets met" in text
+    assert set(BENCHMARKS) == {"intents", "http", "reconcile", "scale", "replicas"}

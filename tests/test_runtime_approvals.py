@@ -1,0 +1,132 @@
+"""Human approvals of a call whose effect the evidence could not settle: applied, not applied,
+approve_retry, reject, and the approval timeout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reconciler.domain import Approval, Resolution, Verdict
+from reconciler.errors import ApprovalError
+from reconciler.runtime.events import RunView
+from reconciler.runtime.states import RunState
+from reconciler.runtime.tools import operation_id
+
+from runtime_harness import (
+    FIRST,
+    FakeTool,
+    Finding,
+    World,
+    crashed,
+    first_call,
+    run,
+    script_for,
+    send,
+    take_over,
+)
+
+S = RunState
+
+
+
+def awaiting(world: World, tool: FakeTool, finds: Finding = "unavailable",
+             **config: Any) -> RunView:
+    """A run whose write is in doubt after a crash, waiting for a human."""
+    run_id = crashed(world, tool, "delivered", **config)
+    world.reconcile.finds = finds
+    view = take_over(world, tool, run_id)
+    assert view.state is S.AWAITING_APPROVAL and view.approval is not None
+    return view
+
+
+def decided(world: World, tool: FakeTool, view: RunView, decision: str,
+            note: str = "checked") -> RunView:
+    """The human's decision, then the run advanced by a worker."""
+    assert view.approval is not None
+    rt = world.runtime(script_for(tool), [tool.tool])
+    rt.decide(view.run_id, view.approval.resume_token, decision, actor="ops", note=note)
+    return run(rt.advance(view.run_id)).view
+
+
+def test_a_call_decided_applied_continues_with_a_result_from_the_evidence(world: World) -> None:
+    tool = send()
+    view = decided(world, tool, awaiting(world, tool), "applied")
+    assert view.state is S.COMPLETED and len(tool.calls) == 1
+    assert first_call(view).result_source == "reconciled"
+    [resolution] = world.store.facts(operation_id(view.run_id, FIRST)).of(Resolution)
+    assert (resolution.verdict, resolution.actor) == (Verdict.VERIFIED_APPLIED, "ops")
+
+
+def test_a_call_decided_not_applied_is_retried_through_the_gate(world: World) -> None:
+    tool = send()
+    view = decided(world, tool, awaiting(world, tool), "not_applied")
+    assert view.state is S.COMPLETED and [c.attempt for c in tool.calls] == [1, 2]
+    facts = world.store.facts(operation_id(view.run_id, FIRST))
+    assert [r.verdict for r in facts.of(Resolution)] == [Verdict.VERIFIED_NOT_APPLIED]
+    assert len(facts.of(Approval)) == 1
+
+
+def test_a_decision_does_not_overrule_the_retry_gate(world: World) -> None:
+    tool = send(provider="nokeys")
+    before = awaiting(world, tool)
+    view = decided(world, tool, before, "not_applied")
+    assert view.state is S.AWAITING_APPROVAL and len(tool.calls) == 1
+    assert view.approval is not None and before.approval is not None
+    assert view.approval.resume_token != before.approval.resume_token
+
+
+def test_a_call_that_cannot_be_compensated_is_retried_once_a_human_approves(
+        world: World) -> None:
+    tool = send(provider="bank")
+    view = awaiting(world, tool, finds="not_applied")
+    assert view.approval is not None
+    assert view.approval.payload["next_action"] == "await_approval"
+    view = decided(world, tool, view, "approve_retry")
+    assert view.state is S.COMPLETED and [c.attempt for c in tool.calls] == [1, 2]
+
+
+def test_a_rejected_call_is_not_run_and_the_model_is_told(world: World) -> None:
+    tool = send()
+    view = decided(world, tool, awaiting(world, tool), "reject", note="wrong recipient")
+    assert view.state is S.COMPLETED and len(tool.calls) == 1
+    result = first_call(view).result
+    assert result is not None and first_call(view).result_source == "rejected"
+    assert result.content == "Rejected by ops: wrong recipient. The call was not run."
+
+
+def test_a_decision_needs_the_pending_resume_token_and_a_known_decision(world: World) -> None:
+    tool = send()
+    view = awaiting(world, tool)
+    assert view.approval is not None
+    rt = world.runtime(script_for(tool), [tool.tool])
+    before = world.journal.events(view.run_id)
+    with pytest.raises(ApprovalError, match="resume token"):
+        rt.decide(view.run_id, "not-the-token", "applied", actor="ops")
+    with pytest.raises(ApprovalError, match="decision must be one of"):
+        rt.decide(view.run_id, view.approval.resume_token, "maybe", actor="ops")
+    assert world.journal.events(view.run_id) == before
+
+
+def test_an_approval_left_past_its_timeout_times_the_run_out(world: World) -> None:
+    tool = send()
+    view = awaiting(world, tool, approval_timeout_s=60)
+    assert view.approval is not None
+    world.clock.advance(61)
+    rt = world.runtime(script_for(tool), [tool.tool])
+    with pytest.raises(ApprovalError):
+        rt.decide(view.run_id, view.approval.resume_token, "applied", actor="late")
+    assert world.journal.load(view.run_id).state is S.TIMED_OUT
+    assert world.store.facts(operation_id(view.run_id, FIRST)).of(Resolution) == []
+
+
+def test_a_timed_out_run_resumes_through_recovery(world: World) -> None:
+    tool = send()
+    view = awaiting(world, tool, approval_timeout_s=60)
+    world.clock.advance(61)
+    rt = world.runtime(script_for(tool), [tool.tool])
+    assert run(rt.advance(view.run_id)).view.state is S.TIMED_OUT
+    world.reconcile.finds = "applied"
+    view = run(rt.resume(view.run_id)).view
+    assert view.state is S.COMPLETED and len(tool.calls) == 1
+    assert first_call(view).result_source == "reconciled"

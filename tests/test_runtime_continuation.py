@@ -1,0 +1,80 @@
+"""Continuation across request deadlines: pause between steps with a task_continue_request,
+go on with the matching task_continue_response, refuse a mismatched or replayed id."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.errors import ContinuationError
+from reconciler.runtime.loop import AgentRuntime
+from reconciler.runtime.scripted import call, say, tool_use
+from reconciler.runtime.states import RunState
+from reconciler.runtime.tools import ToolCall, ToolOutput
+
+from runtime_harness import (
+    FakeTool,
+    Monotonic,
+    World,
+    lookup,
+    run,
+)
+
+S = RunState
+
+
+
+
+def paused(world: World, mono: Monotonic) -> tuple[AgentRuntime, str, str, FakeTool]:
+    """A run paused between its two tool calls: each takes 9 s, the deadline is 10 s away and
+    2 s are kept in reserve. (run id, continue request id, tool)."""
+    async def slow(tool_call: ToolCall) -> ToolOutput:
+        mono.now += 9
+        return ToolOutput("ok")
+
+    tool = lookup(action=slow)
+    script = [call(tool_use("lookup", {"n": 1}), tool_use("lookup", {"n": 2})), say("done")]
+    rt = world.runtime(script, [tool.tool])
+    run_id = world.start(rt, step_reserve_s=2.0)
+    advanced = run(rt.advance(run_id, deadline=mono.now + 10))
+    request = advanced.continue_request
+    assert request is not None and advanced.view.continue_request == request.id
+    assert (request.type, request.run_id, request.tool_steps) == (
+        "task_continue_request", run_id, 1)
+    assert advanced.view.state is S.AWAITING_TOOL and len(tool.calls) == 1
+    return rt, run_id, request.id, tool
+
+
+def test_a_run_near_its_deadline_pauses_and_continues_on_the_matching_id(
+        world: World, mono: Monotonic) -> None:
+    rt, run_id, request_id, tool = paused(world, mono)
+    advanced = run(rt.continue_(run_id, request_id, deadline=mono.now + 100))
+    assert advanced.continue_request is None
+    assert (advanced.view.state, advanced.view.output) == (S.COMPLETED, "done")
+    assert [c.input for c in tool.calls] == [{"n": 1}, {"n": 2}]
+
+
+def test_a_paused_run_waits_for_its_continue_response(world: World, mono: Monotonic) -> None:
+    rt, run_id, request_id, tool = paused(world, mono)
+    before = world.journal.events(run_id)
+    again = run(rt.advance(run_id, deadline=mono.now + 100))
+    assert again.continue_request is not None and again.continue_request.id == request_id
+    assert world.journal.events(run_id) == before and len(tool.calls) == 1
+
+
+def test_a_mismatched_or_replayed_continue_response_is_refused(world: World,
+                                                               mono: Monotonic) -> None:
+    rt, run_id, request_id, _ = paused(world, mono)
+    before = world.journal.events(run_id)
+    with pytest.raises(ContinuationError, match="does not match"):
+        run(rt.continue_(run_id, "cont_other"))
+    assert world.journal.events(run_id) == before
+    run(rt.continue_(run_id, request_id, deadline=mono.now + 100))
+    with pytest.raises(ContinuationError, match="answered already"):
+        run(rt.continue_(run_id, request_id))
+
+
+def test_a_continue_response_without_a_pending_request_is_refused(world: World) -> None:
+    rt = world.runtime([say("done")])
+    run_id = world.start(rt)
+    with pytest.raises(ContinuationError, match="no pending continue request"):
+        run(rt.continue_(run_id, "cont_any"))
