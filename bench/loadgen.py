@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import sys
 import time
@@ -151,6 +152,9 @@ def main(argv: list[str]) -> int:
         tally = asyncio.run(run(spec))
     else:
         tally = uvloop.run(run(spec))
+    # The event loop may have left stdout non-blocking: a result over the pipe's 64 KiB would
+    # then be cut short.
+    os.set_blocking(sys.stdout.fileno(), True)
     print(json.dumps(asdict(tally)))
     return 0
 

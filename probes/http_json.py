@@ -23,7 +23,7 @@ from probes.credentials import Credential
 from probes.matching import Extraction, FieldCheck, UnusableResponse
 from probes.options import Options
 from probes.templates import MissingValue, Template
-from probes.transport import DEFAULT_POLICY, FetchError, RetryPolicy, client, get
+from probes.transport import DEFAULT_POLICY, Clients, FetchError, RetryPolicy, get
 from reconciler.domain import Authority, Observation, Receipt
 
 #: What a probe's configuration may claim; `unavailable` is the probe's to report, not to claim.
@@ -121,10 +121,9 @@ class HttpJsonProbe:
                  clock: Callable[[], datetime] = utc_now) -> None:
         self.name = name
         self.spec = spec
-        self._transport = transport
         self._clock = clock
         auth = spec.credential.headers(spec.auth_header) if spec.credential else {}
-        self._headers = {**spec.headers, **auth}
+        self._clients = Clients({**spec.headers, **auth}, transport)
 
     def __repr__(self) -> str:
         # Names the credential's variable, never its value; headers are left out on purpose.
@@ -146,7 +145,7 @@ class HttpJsonProbe:
         spec = self.spec
         url = spec.base_url + spec.path.render(target, lambda value: quote(value, safe=""))
         params = {key: template.render(target) for key, template in spec.params.items()}
-        with client(self._headers, self._transport) as session:
+        with self._clients.client() as session:
             reply = get(session, url, params, spec.policy, self._clock)
         if reply.status == 404 and self._means_zero(reply.content, target):
             return Observation(target.operation_id, reply.at, self.name, spec.authority)

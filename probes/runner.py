@@ -1,14 +1,18 @@
 """Calling probes on behalf of the reconciler, holding each to the `Probe` contract.
 
-A third-party probe may raise or answer nonsense despite the contract; the reconciler must still
-get evidence it can trust, so such an answer becomes an `unavailable` observation (proves nothing)
-instead of an exception that stops a reconcile pass or a forged fact in the store.
+A third-party probe may raise, answer nonsense or hang despite the contract; the reconciler must
+still get evidence it can trust, so such an answer becomes an `unavailable` observation (proves
+nothing) instead of an exception that stops a reconcile pass, a forged fact in the store, or a
+pass that never ends.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from datetime import datetime
 
 from probes.base import Probe, ProbeTarget, utc_now
@@ -37,6 +41,80 @@ def run_probes(probes: Iterable[Probe], target: ProbeTarget,
                clock: Callable[[], datetime] = utc_now) -> list[Observation | Receipt]:
     """Every probe once, in order; each is bounded by its own retry policy."""
     return [run_probe(probe, target, clock) for probe in probes]
+
+
+#: A call to make and where its answer goes.
+_Task = tuple[Callable[[], Observation | Receipt], Future[Observation | Receipt]]
+
+
+class ProbeThreads:
+    """Probe calls on daemon threads, each thread reused from call to call.
+
+    The caller holds a call to its time limit (`Future.result(timeout)`, or its own clock) and
+    may abandon it: the call keeps its thread until it returns, if ever, while other calls get
+    other threads, so a hung provider never starves the rest; being a daemon, an abandoned
+    call's thread never holds up the process's exit. Idle threads end after `idle_s`.
+    """
+
+    def __init__(self, idle_s: float = 30.0) -> None:
+        self.idle_s = idle_s
+        self._idle: list[queue.SimpleQueue[_Task | None]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, probe: Probe, target: ProbeTarget,
+               clock: Callable[[], datetime] = utc_now) -> Future[Observation | Receipt]:
+        """`run_probe` on one of the threads; the future never holds an exception."""
+        def call() -> Observation | Receipt:
+            try:
+                return run_probe(probe, target, clock)
+            except BaseException as exc:  # SystemExit and the like: here they would only
+                # end this thread, and the caller would wait out its limit for nothing
+                return _unavailable(probe, target, clock, f"probe raised {type(exc).__name__}")
+
+        answer: Future[Observation | Receipt] = Future()
+        self._inbox().put((call, answer))
+        return answer
+
+    def close(self) -> None:
+        """End the idle threads now, and each busy one when its call returns."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for inbox in idle:
+            inbox.put(None)
+
+    def _inbox(self) -> queue.SimpleQueue[_Task | None]:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()  # the most recently idle: the others may expire
+        inbox: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, args=(inbox,), name="probe", daemon=True).start()
+        return inbox
+
+    def _serve(self, inbox: queue.SimpleQueue[_Task | None]) -> None:
+        while True:
+            try:
+                task = inbox.get(timeout=self.idle_s)
+            except queue.Empty:
+                with self._lock:
+                    if any(idle is inbox for idle in self._idle):
+                        self._idle.remove(inbox)
+                        return
+                continue  # handed a call just now: it is on its way
+            if task is None:
+                return
+            call, answer = task
+            result = call()
+            # Idle again before the caller hears: its next call can have this thread.
+            with self._lock:
+                stay = not self._closed
+                if stay:
+                    self._idle.append(inbox)
+            answer.set_result(result)
+            del task, call, answer, result  # an abandoned call's result is not kept while idle
+            if not stay:
+                return
 
 
 def _contract_problem(probe: Probe, target: ProbeTarget, result: object) -> str | None:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 import ssl
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -54,11 +56,40 @@ class _Transient(Exception):
     """Worth another try."""
 
 
-def client(headers: Mapping[str, str], transport: httpx.BaseTransport | None) -> httpx.Client:
-    """A client for one probe call. Redirects are not followed: one could carry the credential
-    to another host, and a probe reads where it is configured to, nowhere else."""
-    return httpx.Client(headers=headers, transport=transport, verify=_tls(),
-                        follow_redirects=False)
+class Clients:
+    """The HTTP clients of one probe, each used by one call at a time and kept for the next.
+
+    A call takes an idle client (or a new one) and gives it back when done, with its connection
+    kept alive: a new client and connection per call cost more than the request itself, and
+    one client shared by every call in flight costs more still (its pool serialises them). A
+    call abandoned mid-request keeps its client. Redirects are not followed: one could carry
+    the credential to another host, and a probe reads where it is configured to, nowhere else.
+    """
+
+    def __init__(self, headers: Mapping[str, str], transport: httpx.BaseTransport | None,
+                 keep: int = 64) -> None:
+        self.headers, self.transport, self.keep = dict(headers), transport, keep
+        self._idle: list[httpx.Client] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def client(self) -> Iterator[httpx.Client]:
+        with self._lock:
+            session = self._idle.pop() if self._idle else None
+        if session is None:
+            session = httpx.Client(headers=self.headers, transport=self.transport,
+                                   verify=_tls(), follow_redirects=False)
+        try:
+            yield session
+        finally:
+            # As fresh as a new client for the next call: no cookie of this one goes along.
+            session.cookies.clear()
+            with self._lock:
+                kept = len(self._idle) < self.keep
+                if kept:
+                    self._idle.append(session)
+            if not kept:
+                session.close()
 
 
 @cache

@@ -8,26 +8,49 @@
 A sweeper only reads the provider (through probes) and writes evidence; it never dispatches or
 retries a side effect. A probe that raises, hangs past `probe_timeout_s` or returns something
 that is not evidence is recorded as an `unavailable` observation: evidence of nothing.
+
+A pass keeps up to `concurrency` rounds in flight from one thread, the caller's. It hands each
+probe call to a daemon thread (`ProbeThreads`), cuts off the calls that overrun, and in each
+turn concludes every round whose probes have all answered (`store.rounds`) and claims due
+operations for the slots they free, a few at a time, all in one transaction:
+
+    turn: conclude the ready rounds, claim ──▶ probe calls out ──▶ answers and cut-offs in ──┐
+      ▲──────────────────────────────────────────────────────────────────────────────────────┘
 """
 
 from __future__ import annotations
 
-import threading
+import logging
+import queue
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from probes.base import Probe, ProbeTarget
-from probes.runner import run_probe as checked_probe
+from probes.runner import ProbeThreads
 from reconciler import metrics
-from reconciler.domain import Authority, Facts, Observation, Receipt, Verdict
+from reconciler.domain import (
+    Authority,
+    Decision,
+    Facts,
+    Intent,
+    Observation,
+    ProviderContract,
+    Receipt,
+    Verdict,
+)
 from reconciler.ledger import Judgement, Ledger
 from reconciler.store.leases import SqlLeases
+from reconciler.store.rounds import Round
+from reconciler.verdicts import evaluate
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,36 +63,104 @@ class SweepPolicy:
     first_backoff_s: float = 1.0
     max_backoff_s: float = 300.0
     lease_s: float = 60.0
-    batch: int = 100
+    #: Operations one pass takes on at most. They are claimed as rounds end, never ahead of a
+    #: free slot, so that no lease is spent waiting in a queue however large this is.
+    batch: int = 1000
 
 
 ProbeLookup = Callable[[str], Sequence[Probe]]
+Answer = Observation | Receipt
 
 
-def run_probe(probe: Probe, target: ProbeTarget, timeout_s: float,
-              now: Callable[[], datetime]) -> Observation | Receipt:
-    """One probe call held to the probe contract (`probes.runner`), cut off at `timeout_s`.
+@dataclass(eq=False, slots=True)
+class _Round:
+    """One operation's round in flight: the probes still to call, what the others saw."""
 
-    The call runs on a daemon thread: a probe that ignores its own timeouts is abandoned there,
-    and never holds up the sweep or the process exit.
-    """
-    box: list[Observation | Receipt] = []
-    started = time.perf_counter()
-    worker = threading.Thread(target=lambda: box.append(checked_probe(probe, target, now)),
-                              daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    metrics.PROBE_DURATION.labels(probe.name).observe(time.perf_counter() - started)
-    result = box[0] if box else Observation(
-        target.operation_id, now(), probe.name, Authority.UNAVAILABLE, (),
-        f"probe timed out after {timeout_s:g}s")
-    authority = result.authority.value if isinstance(result, Observation) else "receipt"
-    metrics.PROBE_RESULTS.labels(probe.name, authority).inc()
-    return result
+    intent: Intent
+    target: ProbeTarget
+    probes: deque[Probe]
+    evidence: list[Answer] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    rnd: _Round
+    probe: Probe
+    started: float
+
+
+class _Calls:
+    """The probe calls of one pass: each round's probes in turn, each on a daemon thread
+    (`ProbeThreads`), each answered or cut off at `timeout_s`."""
+
+    def __init__(self, threads: ProbeThreads, timeout_s: float,
+                 clock: Callable[[], datetime]) -> None:
+        self.threads, self.timeout_s, self.clock = threads, timeout_s, clock
+        self._answered: queue.SimpleQueue[Future[Answer]] = queue.SimpleQueue()
+        self._out: dict[Future[Answer], _Call] = {}
+        # Every call has the same limit, so cut-offs come in the order the calls went out.
+        self._cutoffs: deque[tuple[float, Future[Answer]]] = deque()
+
+    def start(self, rnd: _Round) -> bool:
+        """Call the round's next probe; False when it has none left (the round is done)."""
+        if not rnd.probes:
+            return False
+        probe = rnd.probes.popleft()
+        started = time.monotonic()
+        answer = self.threads.submit(probe, rnd.target, self.clock)
+        self._out[answer] = _Call(rnd, probe, started)
+        self._cutoffs.append((started + self.timeout_s, answer))
+        answer.add_done_callback(self._answered.put)
+        return True
+
+    def done(self) -> list[_Round]:
+        """Wait for an answer or a cut-off, then take every one there is: the rounds whose
+        last probe has answered (each call's answer recorded in its round, the next probe of
+        the others called)."""
+        answers = []
+        try:
+            answers.append(self._answered.get(timeout=self._until_cutoff()))
+            while True:
+                answers.append(self._answered.get_nowait())
+        except queue.Empty:
+            pass
+        ended: list[_Round] = []
+        for answer in answers:
+            call = self._out.pop(answer, None)
+            if call is not None:  # else cut off already: the answer came too late
+                self._record(call, answer.result(), ended)
+        now = time.monotonic()
+        while self._cutoffs and (self._cutoffs[0][0] <= now
+                                 or self._cutoffs[0][1] not in self._out):
+            cutoff = self._out.pop(self._cutoffs.popleft()[1], None)
+            if cutoff is not None:  # abandoned to its thread
+                self._record(cutoff, Observation(
+                    cutoff.rnd.target.operation_id, self.clock(), cutoff.probe.name,
+                    Authority.UNAVAILABLE, (), f"probe timed out after {self.timeout_s:g}s"),
+                    ended)
+        return ended
+
+    def _until_cutoff(self) -> float | None:
+        while self._cutoffs and self._cutoffs[0][1] not in self._out:
+            self._cutoffs.popleft()
+        return max(self._cutoffs[0][0] - time.monotonic(), 0.0) if self._cutoffs else None
+
+    def _record(self, call: _Call, result: Answer, ended: list[_Round]) -> None:
+        name = call.probe.name
+        metrics.PROBE_DURATION.labels(name).observe(time.monotonic() - call.started)
+        authority = result.authority.value if isinstance(result, Observation) else "receipt"
+        metrics.PROBE_RESULTS.labels(name, authority).inc()
+        call.rnd.evidence.append(result)
+        if not self.start(call.rnd):
+            ended.append(call.rnd)
 
 
 class Sweeper:
-    """Probes due operations with bounded concurrency, under a lease per operation."""
+    """Probes due operations with bounded concurrency, under a lease per operation.
+
+    Thread-safe: passes may run at once (each claims its own operations). The daemon threads
+    of probe calls live from pass to pass; `close` ends them.
+    """
 
     def __init__(self, ledger: Ledger, leases: SqlLeases, probes_for: ProbeLookup,
                  policy: SweepPolicy | None = None, holder: str | None = None) -> None:
@@ -78,65 +169,120 @@ class Sweeper:
         self.probes_for = probes_for
         self.policy = policy or SweepPolicy()
         self.holder = holder or f"sweeper-{uuid.uuid4().hex[:12]}"
+        self._threads = ProbeThreads()
 
     def sweep(self) -> list[Judgement]:
-        """One pass: claim what is due, probe it all, decide, schedule or escalate."""
-        now = self.ledger.clock()
-        claimed = self.leases.claim_due(self.holder, now, self.policy.lease_s, self.policy.batch)
-        if not claimed:
-            return []
-        with ThreadPoolExecutor(max_workers=self.policy.concurrency,
-                                thread_name_prefix="reconcile") as pool:
-            return list(pool.map(self._round, claimed))
+        """One pass: claim what is due (up to `policy.batch`), probe it all, decide, schedule or
+        escalate. The judgements come in the order the rounds ended."""
+        concurrency = self.policy.concurrency
+        chunk = max(1, concurrency // 8)  # several leases per claim: fewer, fuller turns
+        calls = self._calls()
+        judgements: list[Judgement] = []
+        unfinished: dict[str, _Round] = {}
+        ready: list[_Round] = []
+        left = self.policy.batch
+        try:
+            while True:
+                room = min(concurrency - len(unfinished) + len(ready), left)
+                claim = room if room > 0 and room >= min(chunk, left) else 0
+                if ready or claim:
+                    judged, intents = self._turn(ready, claim)
+                    judgements += judged
+                    for rnd in ready:
+                        del unfinished[rnd.intent.operation_id]
+                    # Fewer than asked: nothing else is due now.
+                    left = left - claim if len(intents) == claim else 0
+                    ready = []
+                    for intent in intents:
+                        unfinished[intent.operation_id] = rnd = self._round(intent)
+                        if not calls.start(rnd):
+                            ready.append(rnd)
+                elif unfinished:
+                    ready = calls.done()
+                else:
+                    return judgements
+        except BaseException:
+            self._abandon(list(unfinished))
+            raise
 
     def reconcile(self, operation_id: str) -> Judgement | None:
         """Probe one operation now (on demand); None when another sweeper holds it."""
         if not self.leases.claim(operation_id, self.holder, self.ledger.clock(),
                                  self.policy.lease_s):
             return None
-        return self._round(operation_id)
+        try:
+            rnd = self._round(self.ledger.store.facts(operation_id).intent)
+            calls = self._calls()
+            ready = [] if calls.start(rnd) else [rnd]
+            while not ready:
+                ready = calls.done()
+            [judgement], _ = self._turn(ready, claim=0)
+        except BaseException:
+            self._abandon([operation_id])
+            raise
+        return judgement
 
     def close(self) -> None:
-        """Give up every lease this sweeper holds."""
+        """End the idle probe threads and give up every lease this sweeper holds."""
+        self._threads.close()
         self.leases.release_all(self.holder)
 
-    def _round(self, operation_id: str) -> Judgement:
-        try:
-            facts = self.ledger.store.facts(operation_id)
-            target = ProbeTarget.of(facts.intent)
-            for probe in self.probes_for(facts.intent.provider):
-                # Recorded straight into the store: the verdict is decided once, after the round.
-                self.ledger.store.record_evidence(run_probe(
-                    probe, target, self.policy.probe_timeout_s, self.ledger.clock))
-            judgement = self.ledger.judge(operation_id)
-        except BaseException:
-            self.leases.finish(operation_id, self.holder, next_probe_at=None, escalate=False)
-            raise
-        next_at, escalate = self._schedule(judgement)
-        if escalate and not judgement.escalated:
-            metrics.ESCALATIONS.inc()
-        self.leases.finish(operation_id, self.holder, next_probe_at=next_at, escalate=escalate)
-        return replace(judgement, escalated=judgement.escalated or escalate)
+    def _round(self, intent: Intent) -> _Round:
+        return _Round(intent, ProbeTarget.of(intent), deque(self.probes_for(intent.provider)))
 
-    def _schedule(self, judgement: Judgement) -> tuple[datetime | None, bool]:
-        """(next probe time, escalate?) after a round."""
-        if judgement.decision.verdict is not Verdict.INDETERMINATE:
+    def _calls(self) -> _Calls:
+        return _Calls(self._threads, self.policy.probe_timeout_s, self.ledger.clock)
+
+    def _turn(self, rounds: Sequence[_Round],
+              claim: int) -> tuple[list[Judgement], list[Intent]]:
+        """Conclude `rounds` (record, decide, schedule, release: each verdict decided once, on
+        everything its round saw) and claim up to `claim` due operations, in one transaction."""
+        contracts = {p: self.ledger.store.contract(p) for p in {r.intent.provider for r in rounds}}
+        now = self.ledger.clock()
+
+        def judge(facts: Facts, number: int) -> tuple[Decision, datetime | None, bool]:
+            contract = contracts[facts.intent.provider]
+            decision = evaluate(facts, contract, now)
+            return decision, *self._schedule(facts, decision, number, now, contract)
+
+        ended, intents = self.leases.conclude(
+            self.holder, [Round(r.intent, r.evidence) for r in rounds], judge, now,
+            claim=claim, lease_s=self.policy.lease_s)
+        judgements = []
+        for c in ended:
+            if c.escalate and not c.was_escalated:
+                metrics.ESCALATIONS.inc()
+            judgements.append(Judgement(c.facts, c.decision, now, c.was_escalated or c.escalate))
+        return judgements, intents
+
+    def _abandon(self, operation_ids: Sequence[str]) -> None:
+        """Release the leases of rounds that cannot conclude (the store failed, most likely:
+        then they lapse at expiry instead)."""
+        if not operation_ids:
+            return
+        try:
+            self.leases.abandon(operation_ids, self.holder)
+        except Exception as exc:
+            log.warning("sweeper %s could not release %d leases (they lapse at expiry): %s",
+                        self.holder, len(operation_ids), exc)
+
+    def _schedule(self, facts: Facts, decision: Decision, rounds: int, now: datetime,
+                  contract: ProviderContract) -> tuple[datetime | None, bool]:
+        """(next probe time, escalate?) after the `rounds`-th round."""
+        if decision.verdict is not Verdict.INDETERMINATE:
             return None, False
-        facts, now = judgement.facts, judgement.at
-        rounds = self.leases.probe_count(facts.intent.operation_id) + 1
-        contract = self.ledger.store.contract(facts.intent.provider)
         deadline = facts.intent.at + timedelta(seconds=contract.reconcile_deadline_s)
         if now >= deadline or rounds >= self.policy.probe_budget:
             return None, True
-        next_at = now + timedelta(seconds=self._backoff(rounds, facts, contract.visibility_lag_s))
-        return min(next_at, deadline), False
+        delay = self._backoff(rounds, facts, now, contract.visibility_lag_s)
+        return min(now + timedelta(seconds=delay), deadline), False
 
-    def _backoff(self, rounds: int, facts: Facts, lag_s: float) -> float:
+    def _backoff(self, rounds: int, facts: Facts, now: datetime, lag_s: float) -> float:
         """Doubling delays; never later than the end of the visibility window if that is
         still ahead, since that is when a lagging zero first means something."""
         delay = min(self.policy.first_backoff_s * 2.0 ** (rounds - 1), self.policy.max_backoff_s)
         dispatched = max((a.at for a in facts.attempts), default=facts.intent.at)
-        window_ends = (dispatched + timedelta(seconds=lag_s) - self.ledger.clock()).total_seconds()
+        window_ends = (dispatched + timedelta(seconds=lag_s) - now).total_seconds()
         return min(delay, window_ends) if window_ends > 0 else delay
 
 

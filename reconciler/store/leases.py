@@ -6,8 +6,8 @@ Two kinds of lease, both a holder and an expiry on the operation's state row:
 - the *retry lease*: one caller holds the grant to retry an operation.
 
     claim ───────────────── lease_expires_at ──────────────▶
-      │ holder probes, records evidence │ a crashed holder's lease lapses here;
-      │ then `finish` releases early    │ any sweeper may claim the operation again
+      │ holder probes, then `conclude`  │ a crashed holder's lease lapses here;
+      │ records and releases early      │ any sweeper may claim the operation again
 
 Every claim is a single conditional UPDATE (or SELECT ... FOR UPDATE SKIP LOCKED on PostgreSQL),
 so two replicas sharing one database never both win.
@@ -15,15 +15,18 @@ so two replicas sharing one database never both win.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, exists, func, or_, update
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
-from reconciler.domain import Verdict
+from reconciler.domain import Intent, Verdict
+from reconciler.store import rows
+from reconciler.store.rounds import Conclusion, Judge, Round, conclude
 from reconciler.store.sql import SqlStore
-from reconciler.store.tables import AttemptRow, StateRow
+from reconciler.store.tables import AttemptRow, IntentRow, StateRow
 
 INDETERMINATE = Verdict.INDETERMINATE.value
 
@@ -42,27 +45,27 @@ def _due(now: datetime) -> list[ColumnElement[bool]]:
     ]
 
 
+def _claim_due(s: Session, holder: str, now: datetime, lease_s: float,
+               limit: int) -> list[Intent]:
+    query = (select(IntentRow)
+             .join(StateRow, col(StateRow.operation_id) == col(IntentRow.operation_id))
+             .where(*_due(now), _free(StateRow.lease_expires_at, now))
+             .order_by(col(StateRow.next_probe_at).asc().nulls_first())
+             .limit(limit)
+             .with_for_update(skip_locked=True, of=StateRow))
+    intents = [rows.intent_of(row) for row in s.exec(query).all()]
+    if intents:
+        s.exec(update(StateRow)
+               .where(col(StateRow.operation_id).in_([i.operation_id for i in intents]))
+               .values(lease_holder=holder, lease_expires_at=now + timedelta(seconds=lease_s)))
+    return intents
+
+
 class SqlLeases:
     """Probe scheduling and both leases on a `SqlStore`'s database."""
 
     def __init__(self, store: SqlStore) -> None:
         self.store = store
-
-    def claim_due(self, holder: str, now: datetime, lease_s: float, limit: int) -> list[str]:
-        """Lease up to `limit` due operations to `holder`, oldest probe time first."""
-        query = (select(StateRow.operation_id)
-                 .where(*_due(now), _free(StateRow.lease_expires_at, now))
-                 .order_by(col(StateRow.next_probe_at).asc().nulls_first())
-                 .limit(limit)
-                 .with_for_update(skip_locked=True))
-        with self.store.session() as s:
-            ids = list(s.exec(query).all())
-            if ids:
-                s.exec(update(StateRow)
-                       .where(col(StateRow.operation_id).in_(ids))
-                       .values(lease_holder=holder,
-                               lease_expires_at=now + timedelta(seconds=lease_s)))
-            return ids
 
     def claim(self, operation_id: str, holder: str, now: datetime, lease_s: float) -> bool:
         """Lease one operation to `holder` whatever its schedule (an on-demand reconcile)."""
@@ -70,16 +73,25 @@ class SqlLeases:
             operation_id, now, StateRow.lease_expires_at, StateRow.lease_holder, holder,
             lease_holder=holder, lease_expires_at=now + timedelta(seconds=lease_s))
 
-    def finish(self, operation_id: str, holder: str, *, next_probe_at: datetime | None,
-               escalate: bool) -> None:
-        """Count a probe round, schedule the next one (or escalate), and release the lease."""
+    def conclude(self, holder: str, rounds: Sequence[Round], judge: Judge, now: datetime, *,
+                 claim: int = 0, lease_s: float = 0.0) -> tuple[list[Conclusion], list[Intent]]:
+        """Conclude `holder`'s `rounds` (`rounds.conclude`), then lease up to `claim` due
+        operations to it for `lease_s`, oldest probe time first, all in one transaction: a
+        sweep's turn costs one commit. The conclusions, and the claimed operations' intents
+        (what a probe needs to find them)."""
+        with self.store.session() as s:
+            concluded = conclude(s, holder, rounds, judge, now)
+            return concluded, _claim_due(s, holder, now, lease_s, claim) if claim else []
+
+    def abandon(self, operation_ids: Sequence[str], holder: str) -> None:
+        """Count a round for each operation, due again at once, and release its lease, without
+        deciding anything: rounds that could not conclude."""
         with self.store.session() as s:
             s.exec(update(StateRow)
-                   .where(col(StateRow.operation_id) == operation_id,
+                   .where(col(StateRow.operation_id).in_(operation_ids),
                           col(StateRow.lease_holder) == holder)
-                   .values(probe_count=StateRow.probe_count + 1, next_probe_at=next_probe_at,
-                           escalated=StateRow.escalated | escalate, lease_holder=None,
-                           lease_expires_at=None))
+                   .values(probe_count=StateRow.probe_count + 1, next_probe_at=None,
+                           lease_holder=None, lease_expires_at=None))
 
     def release_all(self, holder: str) -> int:
         """Give up every probe lease `holder` has (graceful shutdown)."""
@@ -88,11 +100,6 @@ class SqlLeases:
                             .where(col(StateRow.lease_holder) == holder)
                             .values(lease_holder=None, lease_expires_at=None))
             return int(result.rowcount)
-
-    def probe_count(self, operation_id: str) -> int:
-        with self.store.session() as s:
-            state = s.get(StateRow, operation_id)
-            return state.probe_count if state else 0
 
     def oldest_due(self, now: datetime) -> datetime | None:
         """When the longest-waiting due operation became due (for the reconcile-lag metric)."""

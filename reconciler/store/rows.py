@@ -25,12 +25,19 @@ from reconciler.domain import (
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, ProviderRow
 
 
-def intent_row(intent: Intent) -> IntentRow:
-    return IntentRow(
-        operation_id=intent.operation_id, request_hash=intent.request_hash,
-        idempotency_key=intent.idempotency_key, provider=intent.provider, action=intent.action,
-        effect=intent.effect.value, at=intent.at, run_id=intent.run_id,
-        tool_call_id=intent.tool_call_id, correlation=json.dumps(dict(intent.correlation)))
+def intent_values(intent: Intent) -> dict[str, Any]:
+    return {
+        "operation_id": intent.operation_id, "request_hash": intent.request_hash,
+        "idempotency_key": intent.idempotency_key, "provider": intent.provider,
+        "action": intent.action, "effect": intent.effect.value, "at": intent.at,
+        "run_id": intent.run_id, "tool_call_id": intent.tool_call_id,
+        "correlation": json.dumps(dict(intent.correlation))}
+
+
+def state_values(intent: Intent, verdict: Verdict, next_action: str) -> dict[str, Any]:
+    """The state row an intent is born with, holding its first decision."""
+    return {"operation_id": intent.operation_id, "verdict": verdict.value,
+            "next_action": next_action, "updated_at": intent.at}
 
 
 def intent_of(row: IntentRow) -> Intent:
@@ -41,13 +48,13 @@ def intent_of(row: IntentRow) -> Intent:
         correlation=json.loads(row.correlation))
 
 
-def attempt_row(attempt: Attempt) -> AttemptRow:
-    return AttemptRow(
-        operation_id=attempt.operation_id, number=attempt.number,
-        idempotency_key=attempt.idempotency_key, request_hash=attempt.request_hash,
-        at=attempt.at, outcome=attempt.outcome.value, status=attempt.status,
-        receipt_ref=attempt.receipt.provider_ref if attempt.receipt else None,
-        receipt_hash=attempt.receipt.request_hash if attempt.receipt else None)
+def attempt_values(attempt: Attempt) -> dict[str, Any]:
+    return {
+        "operation_id": attempt.operation_id, "number": attempt.number,
+        "idempotency_key": attempt.idempotency_key, "request_hash": attempt.request_hash,
+        "at": attempt.at, "outcome": attempt.outcome.value, "status": attempt.status,
+        "receipt_ref": attempt.receipt.provider_ref if attempt.receipt else None,
+        "receipt_hash": attempt.receipt.request_hash if attempt.receipt else None}
 
 
 def attempt_of(row: AttemptRow) -> Attempt:
@@ -58,33 +65,41 @@ def attempt_of(row: AttemptRow) -> Attempt:
         receipt=Match(row.receipt_ref, row.receipt_hash) if row.receipt_ref is not None else None)
 
 
-def evidence_row(evidence: Evidence) -> EvidenceRow:
-    common: dict[str, Any] = {"operation_id": evidence.operation_id, "at": evidence.at}
+#: Every evidence column a kind may leave empty: each row names them all, so that every kind
+#: shares one compiled INSERT.
+_UNUSED = dict.fromkeys(("source", "authority", "provider_ref", "request_hash", "idempotency_key",
+                         "matches", "error", "verdict", "actor", "note"))
+
+
+def evidence_values(evidence: Evidence) -> dict[str, Any]:
+    return {**_UNUSED, "operation_id": evidence.operation_id, "at": evidence.at,
+            **_evidence_columns(evidence)}
+
+
+def _evidence_columns(evidence: Evidence) -> dict[str, Any]:
     match evidence:
         case Receipt():
-            return EvidenceRow(kind="receipt", source=evidence.source,
-                               provider_ref=evidence.provider_ref,
-                               request_hash=evidence.request_hash, **common)
+            return {"kind": "receipt", "source": evidence.source,
+                    "provider_ref": evidence.provider_ref, "request_hash": evidence.request_hash}
         case Observation():
             matches = [{"provider_ref": m.provider_ref, "request_hash": m.request_hash}
                        for m in evidence.matches]
-            return EvidenceRow(kind="observation", source=evidence.probe,
-                               authority=evidence.authority.value, matches=json.dumps(matches),
-                               error=evidence.error[:500] if evidence.error else None, **common)
+            return {"kind": "observation", "source": evidence.probe,
+                    "authority": evidence.authority.value, "matches": json.dumps(matches),
+                    "error": evidence.error[:500] if evidence.error else None}
         case Resolution():
-            return EvidenceRow(kind="resolution", authority=Authority.HUMAN.value,
-                               verdict=evidence.verdict.value, actor=evidence.actor,
-                               note=evidence.note, **common)
+            return {"kind": "resolution", "authority": Authority.HUMAN.value,
+                    "verdict": evidence.verdict.value, "actor": evidence.actor,
+                    "note": evidence.note}
         case Approval():
-            return EvidenceRow(kind="approval", authority=Authority.HUMAN.value,
-                               actor=evidence.actor, note=evidence.note, **common)
+            return {"kind": "approval", "authority": Authority.HUMAN.value,
+                    "actor": evidence.actor, "note": evidence.note}
         case IntentConflict():
-            return EvidenceRow(kind="intent_conflict", request_hash=evidence.request_hash,
-                               idempotency_key=evidence.idempotency_key, **common)
+            return {"kind": "intent_conflict", "request_hash": evidence.request_hash,
+                    "idempotency_key": evidence.idempotency_key}
         case RefusedRetry():
-            return EvidenceRow(kind="refused_retry", request_hash=evidence.request_hash,
-                               idempotency_key=evidence.idempotency_key, actor=evidence.holder,
-                               **common)
+            return {"kind": "refused_retry", "request_hash": evidence.request_hash,
+                    "idempotency_key": evidence.idempotency_key, "actor": evidence.holder}
     raise TypeError(f"not evidence: {evidence!r}")
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.pool import StaticPool
 
 from reconciler.errors import StoreUnavailableError
@@ -52,7 +52,12 @@ def make_engine(url: str) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # Straight to the driver: through SQLAlchemy's statement machinery this one constant
+        # statement cost a third of recording an intent's CPU.
+        try:
+            conn.connection.driver_connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:  # locked for longer than the busy timeout
+            raise OperationalError("BEGIN IMMEDIATE", None, exc) from exc
 
     return engine
 

@@ -6,8 +6,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, Insert, Table, bindparam, insert
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
 
@@ -27,6 +28,7 @@ from reconciler.errors import (
     UnknownOperationError,
 )
 from reconciler.store import FIRST_DECISION, rows
+from reconciler.store.commits import GroupCommitter, Write
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, ProviderRow, StateRow
 
 #: A pure decision rule: facts, contract and time in, decision out (`verdicts.evaluate`).
@@ -46,45 +48,63 @@ class OperationSummary:
     updated_at: datetime
 
 
+def _insert(model: Any) -> Insert:
+    table: Table = model.__table__
+    return insert(table)
+
+
+# Statements built once, not per call; the inserts are Core, so recording a fact costs no ORM
+# unit of work.
+INSERT_INTENT = _insert(IntentRow)
+INSERT_STATE = _insert(StateRow)
+INSERT_ATTEMPT = _insert(AttemptRow)
+INSERT_EVIDENCE = _insert(EvidenceRow)
+ATTEMPTS_OF = (select(AttemptRow).where(col(AttemptRow.operation_id) == bindparam("operation_id"))
+               .order_by(col(AttemptRow.number)))
+EVIDENCE_OF = (select(EvidenceRow)
+               .where(col(EvidenceRow.operation_id) == bindparam("operation_id"))
+               .order_by(col(EvidenceRow.id)))
+
+
 class SqlStore:
-    """The store on one SQLAlchemy engine. Thread-safe: each call has its own session."""
+    """The store on one SQLAlchemy engine. Thread-safe: each call has its own transaction, and
+    facts recorded at the same time by several threads share one commit (`GroupCommitter`)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._contracts: dict[str, ProviderContract] = {}
+        self._committer = GroupCommitter(engine)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
         """One transaction; a store that cannot be reached is a StoreUnavailableError."""
-        try:
-            with Session(self.engine, expire_on_commit=False) as session, session.begin():
-                yield session
-        except OperationalError as exc:
-            raise StoreUnavailableError(f"receipt store unavailable: {exc.orig}") from exc
+        with _reachable(), Session(self.engine, expire_on_commit=False) as session, \
+                session.begin():
+            yield session
+
+    def _commit(self, write: Write) -> None:
+        """Insert rows durably, in a transaction shared with other threads' inserts."""
+        with _reachable():
+            self._committer.commit(write)
 
     def record_intent(self, intent: Intent) -> bool:
+        # The state row is born with the intent, so that deciding only ever updates it: two
+        # first decisions racing cannot both insert it. Until the first decision, nothing is
+        # known: indeterminate.
         try:
-            with self.session() as s:
-                existing = s.get(IntentRow, intent.operation_id)
-                if existing is None:
-                    s.add(rows.intent_row(intent))
-                    # The state row is born with the intent, so that deciding only ever updates
-                    # it: two first decisions racing cannot both insert it. Until the first
-                    # decision, nothing is known: indeterminate.
-                    verdict, action = FIRST_DECISION
-                    s.add(StateRow(operation_id=intent.operation_id, verdict=verdict.value,
-                                   next_action=action, updated_at=intent.at))
-                    s.flush()
-                    return True
+            self._commit([(INSERT_INTENT, rows.intent_values(intent)),
+                          (INSERT_STATE, rows.state_values(intent, *FIRST_DECISION))])
+            return True
         except IntegrityError:
-            # Two first recordings raced; the loser compares against the winner below.
+            # The id is taken: a repeat, a conflict, or a race lost to another first recording.
+            # Compare against what is recorded.
             pass
         with self.session() as s:
             existing = s.get(IntentRow, intent.operation_id)
             assert existing is not None
             if rows.intent_of(existing).same_identity(intent):
                 return False
-            s.add(rows.evidence_row(IntentConflict(
+            s.execute(INSERT_EVIDENCE, rows.evidence_values(IntentConflict(
                 intent.operation_id, intent.at, intent.request_hash, intent.idempotency_key)))
         raise IntentConflictError(
             f"operation {intent.operation_id!r} is already recorded with request hash "
@@ -92,21 +112,20 @@ class SqlStore:
             "operation needs a new operation id", operation_id=intent.operation_id)
 
     def record_attempt(self, attempt: Attempt) -> bool:
-        find = select(AttemptRow).where(AttemptRow.operation_id == attempt.operation_id,
-                                        AttemptRow.number == attempt.number)
         try:
-            with self.session() as s:
-                self._require(s, attempt.operation_id)
-                existing = s.exec(find).first()
-                if existing is None:
-                    s.add(rows.attempt_row(attempt))
-                    s.flush()
-                    return True
-        except IntegrityError:
-            # Two first recordings of this attempt raced; the loser compares against the winner.
-            with self.session() as s:
-                existing = s.exec(find).first()
-        assert existing is not None
+            self._commit([(INSERT_ATTEMPT, rows.attempt_values(attempt))])
+            return True
+        except IntegrityError as exc:
+            # No such operation, or the number is taken (a repeat, a conflict, a race lost to
+            # another first recording): read back to tell which.
+            refused = exc
+        with self.session() as s:
+            self._require(s, attempt.operation_id)
+            existing = s.exec(select(AttemptRow).where(
+                AttemptRow.operation_id == attempt.operation_id,
+                AttemptRow.number == attempt.number)).first()
+        if existing is None:
+            raise refused
         if rows.attempt_of(existing) == attempt:
             return False
         raise AttemptConflictError(
@@ -115,9 +134,12 @@ class SqlStore:
             operation_id=attempt.operation_id)
 
     def record_evidence(self, evidence: Evidence) -> None:
-        with self.session() as s:
-            self._require(s, evidence.operation_id)
-            s.add(rows.evidence_row(evidence))
+        try:
+            self._commit([(INSERT_EVIDENCE, rows.evidence_values(evidence))])
+        except IntegrityError:
+            with self.session() as s:
+                self._require(s, evidence.operation_id)
+            raise
 
     def facts(self, operation_id: str) -> Facts:
         with self.session() as s:
@@ -156,10 +178,8 @@ class SqlStore:
 
     def _facts(self, s: Session, operation_id: str) -> Facts:
         intent = self._require(s, operation_id)
-        attempts = s.exec(select(AttemptRow).where(AttemptRow.operation_id == operation_id)
-                          .order_by(col(AttemptRow.number))).all()
-        evidence = s.exec(select(EvidenceRow).where(EvidenceRow.operation_id == operation_id)
-                          .order_by(col(EvidenceRow.id))).all()
+        attempts = s.exec(ATTEMPTS_OF, params={"operation_id": operation_id}).all()
+        evidence = s.exec(EVIDENCE_OF, params={"operation_id": operation_id}).all()
         return Facts(intent=rows.intent_of(intent),
                      attempts=tuple(rows.attempt_of(a) for a in attempts),
                      evidence=tuple(rows.evidence_of(e) for e in evidence))
@@ -199,3 +219,12 @@ class SqlStore:
                 f"no intent is recorded for operation {operation_id!r}; record the intent "
                 "before its attempts and evidence", operation_id=operation_id)
         return intent
+
+
+@contextmanager
+def _reachable() -> Iterator[None]:
+    """A store that cannot be reached is a StoreUnavailableError (503, try again later)."""
+    try:
+        yield
+    except OperationalError as exc:
+        raise StoreUnavailableError(f"receipt store unavailable: {exc.orig}") from exc

@@ -1,0 +1,119 @@
+"""Group commit: the writes of callers who arrive together go into one transaction, so that
+they share one durable commit (one flush of the log to disk) instead of queueing for one each.
+
+    caller A ── write ──▶ leads: BEGIN; A's rows; B's rows; C's rows; COMMIT ──▶ wakes B, C
+    caller B ── write ──▶ waits (A is committing)                               ──▶ returns
+    caller C ── write ──▶ waits                                                 ──▶ returns
+
+There is no committer thread: the first caller to find nobody committing commits, for itself
+and everyone queued behind it, then hands the next batch to the first caller still waiting.
+A lone caller therefore commits straight away, with no hand-off between threads. Nobody is
+answered before the transaction holding their rows is committed; a caller whose rows fail
+(an existing key, a missing parent row) gets its own error, and the others still commit.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Executable
+from sqlalchemy.exc import InterfaceError, OperationalError
+
+from reconciler.errors import StoreUnavailableError
+
+#: One caller's write: statements and their parameters, run in this order.
+Write = Sequence[tuple[Executable, dict[str, Any]]]
+
+#: Errors that say the store itself failed, not one caller's rows: everyone in the batch gets
+#: them (retrying each caller alone would only fail again, once per caller).
+STORE_WIDE = (OperationalError, InterfaceError, StoreUnavailableError)
+
+
+@dataclass(eq=False, slots=True)
+class _Pending:
+    write: Write
+    woken: threading.Event = field(default_factory=threading.Event)
+    done: bool = False
+    committed: bool = False
+    error: BaseException | None = None
+
+
+class GroupCommitter:
+    """Commits concurrent callers' writes together, on one engine. Thread-safe."""
+
+    def __init__(self, engine: Engine, max_batch: int = 64) -> None:
+        self.engine = engine
+        self.max_batch = max_batch
+        self._lock = threading.Lock()
+        self._queue: list[_Pending] = []
+        self._leading = False
+
+    def commit(self, write: Write) -> None:
+        """Run `write` in a transaction; return once that transaction is durably committed, or
+        raise what made it fail (nothing of `write` is then recorded)."""
+        me = _Pending(write)
+        with self._lock:
+            self._queue.append(me)
+            lead, self._leading = not self._leading, True
+        if not lead:
+            me.woken.wait()
+        if not me.done:  # nobody was committing, or the last leader handed over to me
+            self._lead()
+        if not me.committed:
+            raise me.error or StoreUnavailableError(
+                "receipt store unavailable: the commit was interrupted; nothing is known to "
+                "be recorded, so send the same request again")
+
+    def _lead(self) -> None:
+        with self._lock:
+            batch = self._queue[:self.max_batch]
+            del self._queue[:self.max_batch]
+        try:
+            self._run(batch)
+        finally:
+            for pending in batch:
+                pending.done = True
+                pending.woken.set()
+            with self._lock:
+                if self._queue:
+                    self._queue[0].woken.set()
+                else:
+                    self._leading = False
+
+    def _run(self, batch: list[_Pending]) -> None:
+        try:
+            self._transaction([p.write for p in batch])
+        except STORE_WIDE as exc:
+            for pending in batch:
+                pending.error = exc
+            return
+        except Exception as exc:
+            if len(batch) == 1:
+                batch[0].error = exc
+                return
+        else:
+            for pending in batch:
+                pending.committed = True
+            return
+        # Some caller's rows failed, and took the whole transaction with them: each alone
+        # tells whose they were, and lets everyone else's commit.
+        for pending in batch:
+            try:
+                self._transaction([pending.write])
+            except Exception as exc:
+                pending.error = exc
+            else:
+                pending.committed = True
+
+    def _transaction(self, writes: list[Write]) -> None:
+        with self.engine.begin() as conn:
+            for write in writes:
+                _execute(conn, write)
+
+
+def _execute(conn: Connection, write: Write) -> None:
+    for statement, params in write:
+        conn.execute(statement, params)

@@ -1,0 +1,128 @@
+"""Concluding probe rounds: everything a round writes, in one transaction for many rounds.
+
+    probes answered ─▶ append their evidence ─▶ decide on all the facts ─▶ cache the decision
+                   ─▶ count the round, schedule the next one (or escalate), release the lease
+
+One transaction, so that the cached verdict, the schedule and the lease always agree with the
+evidence they were drawn from; for many rounds at once, so that a sweep pays one commit (one WAL
+fsync on SQLite) and a handful of statements per batch of rounds instead of per round.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy
+from sqlalchemy import Row, Table, bindparam, insert, update
+from sqlmodel import Session, col, select
+
+from reconciler.domain import Attempt, Decision, Evidence, Facts, Intent
+from reconciler.store import rows
+from reconciler.store.tables import AttemptRow, EvidenceRow, StateRow
+
+#: A round's outcome, from its operation's facts (this round's evidence included) and its
+#: number (1 for the first round): the decision, when to probe next (None: never), whether to
+#: escalate. It runs inside the rounds' transaction: it must not touch the store.
+Judge = Callable[[Facts, int], tuple[Decision, datetime | None, bool]]
+
+_EVIDENCE: Table = EvidenceRow.__table__  # type: ignore[attr-defined]
+_STATE: Table = StateRow.__table__  # type: ignore[attr-defined]
+# Statements built once (their compiled forms are cached), for the operations "ids".
+_LOCK_STATES = (sqlalchemy.select(_STATE)
+                .where(_STATE.c.operation_id.in_(bindparam("ids", expanding=True)))
+                .order_by(_STATE.c.operation_id).with_for_update())
+_ATTEMPTS = (select(AttemptRow)
+             .where(col(AttemptRow.operation_id).in_(bindparam("ids", expanding=True)))
+             .order_by(col(AttemptRow.operation_id), col(AttemptRow.number)))
+_EVIDENCE_OF = (select(EvidenceRow)
+                .where(col(EvidenceRow.operation_id).in_(bindparam("ids", expanding=True)))
+                .order_by(col(EvidenceRow.id)))
+#: A concluded round's state row, for many rows at once (one executemany).
+_UPDATE_STATE = update(_STATE).where(_STATE.c.operation_id == bindparam("b_id")).values(
+    {column: bindparam(f"b_{column}") for column in (
+        "verdict", "next_action", "updated_at", "probe_count", "next_probe_at", "escalated",
+        "lease_holder", "lease_expires_at")})
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """What one round's probes saw about one operation."""
+
+    intent: Intent
+    evidence: Sequence[Evidence]
+
+
+@dataclass(frozen=True, slots=True)
+class Conclusion:
+    """What a round decided and scheduled."""
+
+    facts: Facts
+    decision: Decision
+    #: Escalated to a human by an earlier round.
+    was_escalated: bool
+    #: Escalated by this round (deadline or probe budget spent).
+    escalate: bool
+
+
+def conclude(s: Session, holder: str, rounds: Sequence[Round], judge: Judge,
+             now: datetime) -> list[Conclusion]:
+    """In the transaction `s`, for each round: append its evidence, `judge` the operation on
+    its facts, cache the decision, and, while `holder` still holds the probe lease, count the
+    round, schedule the next one and release the lease. A holder whose lease lapsed and was
+    taken over still records what its probes saw; the schedule is the new holder's."""
+    if not rounds:
+        return []
+    ids = [r.intent.operation_id for r in rounds]
+    # Locked first, in one order: a concurrent decision on these operations waits for this one,
+    # and two sweepers whose leases overlapped cannot deadlock. What is read here is what every
+    # row holds until the commit, so writing a column back unchanged is safe.
+    states = {row.operation_id: row for row in s.execute(_LOCK_STATES, {"ids": ids})}
+    appended = [rows.evidence_values(e) for r in rounds for e in r.evidence]
+    if appended:
+        s.execute(insert(_EVIDENCE), appended)
+    attempts, evidence = _recorded(s, ids)
+    concluded, updates = [], []
+    for r in rounds:
+        op = r.intent.operation_id
+        # Intents never change once recorded: the claimed one is the stored one.
+        facts = Facts(r.intent, tuple(attempts[op]), tuple(evidence[op]))
+        state = states[op]  # born with the intent (record_intent); the lease was on it
+        decision, next_at, escalate = judge(facts, state.probe_count + 1)
+        updates.append(_concluded_state(state, decision, now, next_at, escalate,
+                                        leased=state.lease_holder == holder))
+        concluded.append(Conclusion(facts, decision, state.escalated, escalate))
+    s.connection().execute(_UPDATE_STATE, updates)
+    return concluded
+
+
+def _concluded_state(state: Row[Any], decision: Decision, now: datetime,
+                     next_at: datetime | None, escalate: bool, *, leased: bool) -> dict[str, Any]:
+    """The parameters of `_UPDATE_STATE` for one operation after its round. The verdict's
+    `updated_at` says when it last changed; the schedule and the lease are the holder's only."""
+    verdict, action = decision.verdict.value, decision.next_action
+    changed = (state.verdict, state.next_action) != (verdict, action)
+    values = {"b_id": state.operation_id, "b_verdict": verdict, "b_next_action": action,
+              "b_updated_at": now if changed else state.updated_at}
+    if leased:
+        return {**values, "b_probe_count": state.probe_count + 1, "b_next_probe_at": next_at,
+                "b_escalated": state.escalated or escalate, "b_lease_holder": None,
+                "b_lease_expires_at": None}
+    return {**values, "b_probe_count": state.probe_count,
+            "b_next_probe_at": state.next_probe_at, "b_escalated": state.escalated,
+            "b_lease_holder": state.lease_holder, "b_lease_expires_at": state.lease_expires_at}
+
+
+def _recorded(s: Session, ids: Sequence[str]) -> tuple[dict[str, list[Attempt]],
+                                                    dict[str, list[Evidence]]]:
+    """Every attempt and piece of evidence of the operations `ids`, each in recorded order."""
+    attempts: dict[str, list[Attempt]] = defaultdict(list)
+    for attempt in s.exec(_ATTEMPTS, params={"ids": ids}):
+        attempts[attempt.operation_id].append(rows.attempt_of(attempt))
+    evidence: dict[str, list[Evidence]] = defaultdict(list)
+    for row in s.exec(_EVIDENCE_OF, params={"ids": ids}):
+        evidence[row.operation_id].append(rows.evidence_of(row))
+    return attempts, evidence

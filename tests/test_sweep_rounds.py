@@ -1,0 +1,185 @@
+"""How a sweep pass runs its rounds: no more operations leased than probed at once, a hung probe
+holding up nobody else, and each round concluded in one transaction (all of it recorded, or
+none of it), several rounds together each to its own verdict, a lapsed lease's schedule left to
+its new holder."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlmodel import Session, col, func, select
+
+from probes.base import ProbeTarget
+from reconciler import sweep as sweep_module
+from reconciler.domain import (
+    Attempt,
+    Authority,
+    Effect,
+    Intent,
+    Match,
+    Observation,
+    Outcome,
+    ProviderContract,
+    Receipt,
+    Verdict,
+)
+from reconciler.ledger import Ledger
+from reconciler.store.leases import SqlLeases
+from reconciler.store.schema import open_store
+from reconciler.store.sql import SqlStore
+from reconciler.store.tables import StateRow
+from reconciler.sweep import Sweeper, SweepPolicy
+
+from builders import H0, K0
+
+CONTRACT = ProviderContract("pay", idempotency_keys=True, visibility_lag_s=0,
+                            reconcile_deadline_s=600, max_attempts=3)
+#: Bound on every wait in these tests; none is expected to come near it.
+PATIENCE_S = 10.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+class Probe:
+    """A probe answering `answer(target)`."""
+
+    name = "fake"
+
+    def __init__(self, answer: Callable[[ProbeTarget], Observation | Receipt]) -> None:
+        self.answer = answer
+
+    def probe(self, target: ProbeTarget) -> Observation | Receipt:
+        return self.answer(target)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[SqlStore]:
+    store = open_store(store_url)
+    store.put_contract(CONTRACT)
+    yield store
+    store.engine.dispose()
+
+
+def dispatched(store: SqlStore, clock: Clock, count: int) -> list[str]:
+    ops = [f"op-{n}" for n in range(count)]
+    for op in ops:
+        store.record_intent(Intent(op, H0, K0, "pay", "charge", Effect.NON_IDEMPOTENT, clock()))
+        store.record_attempt(Attempt(op, 1, K0, H0, clock(), Outcome.TIMEOUT))
+    clock.now += timedelta(seconds=1)
+    return ops
+
+
+def sweeper(store: SqlStore, clock: Clock, probe: Any, **policy: Any) -> Sweeper:
+    return Sweeper(Ledger(store, clock), SqlLeases(store), lambda provider: [probe],
+                   SweepPolicy(**{"probe_timeout_s": 0.5, **policy}))
+
+
+def zero(clock: Clock) -> Callable[[ProbeTarget], Observation]:
+    return lambda t: Observation(t.operation_id, clock(), "fake", Authority.AUTHORITATIVE)
+
+
+def state(store: SqlStore, op: str) -> StateRow:
+    with Session(store.engine) as s:
+        row = s.get(StateRow, op)
+        assert row is not None
+        return row
+
+
+def test_a_pass_leases_no_more_operations_than_it_probes_at_once(store: SqlStore,
+                                                                clock: Clock) -> None:
+    ops = dispatched(store, clock, 7)
+    leased: list[int] = []
+
+    def counting(t: ProbeTarget) -> Observation:
+        with Session(store.engine) as s:
+            leased.append(s.exec(select(func.count()).select_from(StateRow)
+                                 .where(col(StateRow.lease_holder).is_not(None))).one())
+        return zero(clock)(t)
+
+    judgements = sweeper(store, clock, Probe(counting), concurrency=2).sweep()
+    assert sorted(j.facts.intent.operation_id for j in judgements) == ops
+    assert len(leased) == 7 and max(leased) <= 2
+
+
+def test_a_hung_probe_holds_up_no_other_operation_of_the_pass(store: SqlStore,
+                                                              clock: Clock) -> None:
+    dispatched(store, clock, 5)
+    release = threading.Event()
+
+    def hangs_on_op_0(t: ProbeTarget) -> Observation:
+        if t.operation_id == "op-0":
+            release.wait(PATIENCE_S)
+        return zero(clock)(t)
+
+    try:
+        judgements = sweeper(store, clock, Probe(hangs_on_op_0), concurrency=2).sweep()
+    finally:
+        release.set()
+    verdicts = {j.facts.intent.operation_id: j.decision.verdict for j in judgements}
+    assert verdicts == {"op-0": Verdict.INDETERMINATE,
+                        **{f"op-{n}": Verdict.VERIFIED_NOT_APPLIED for n in range(1, 5)}}
+    [cut_off] = Ledger(store, clock).judge("op-0").facts.of(Observation)
+    assert cut_off.authority is Authority.UNAVAILABLE and "timed out" in (cut_off.error or "")
+
+
+def test_rounds_concluded_together_each_get_their_own_verdict(store: SqlStore,
+                                                              clock: Clock) -> None:
+    ops = dispatched(store, clock, 6)
+
+    def applied_if_even(t: ProbeTarget) -> Observation:
+        even = int(t.operation_id.removeprefix("op-")) % 2 == 0
+        matches = (Match(f"ch_{t.operation_id}", H0),) if even else ()
+        return Observation(t.operation_id, clock(), "fake", Authority.AUTHORITATIVE, matches)
+
+    sweeper(store, clock, Probe(applied_if_even), concurrency=6).sweep()
+    assert [state(store, op).verdict for op in ops] == [
+        Verdict.VERIFIED_APPLIED.value, Verdict.VERIFIED_NOT_APPLIED.value] * 3
+    assert all(len(Ledger(store, clock).judge(op).facts.evidence) == 1 for op in ops)
+
+
+def test_a_round_that_cannot_conclude_records_nothing_and_releases_its_lease(
+        store: SqlStore, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    [op] = dispatched(store, clock, 1)
+
+    def broken_rule(*args: Any) -> Any:
+        raise RuntimeError("the rule broke mid-transaction")
+
+    monkeypatch.setattr(sweep_module, "evaluate", broken_rule)
+    with pytest.raises(RuntimeError):
+        sweeper(store, clock, Probe(zero(clock))).sweep()
+    after = state(store, op)
+    assert store.facts(op).evidence == ()
+    assert (after.verdict, after.lease_holder, after.probe_count) == (
+        Verdict.INDETERMINATE.value, None, 1)
+
+
+def test_a_round_whose_lease_was_taken_over_records_what_it_saw_and_leaves_the_schedule(
+        store: SqlStore, clock: Clock) -> None:
+    [op] = dispatched(store, clock, 1)
+    leases = SqlLeases(store)
+
+    def lease_lapses_meanwhile(t: ProbeTarget) -> Observation:
+        clock.now += timedelta(seconds=61)
+        assert leases.claim(t.operation_id, "next-holder", clock(), 60)
+        return zero(clock)(t)
+
+    [judgement] = sweeper(store, clock, Probe(lease_lapses_meanwhile), lease_s=60).sweep()
+    after = state(store, op)
+    assert judgement.decision.verdict is Verdict.VERIFIED_NOT_APPLIED
+    assert after.verdict == Verdict.VERIFIED_NOT_APPLIED.value
+    assert (after.lease_holder, after.probe_count) == ("next-holder", 0)
