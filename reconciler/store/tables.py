@@ -110,7 +110,8 @@ class StateRow(SQLModel, table=True):
     """Mutable bookkeeping per operation: the cached verdict, the probe schedule, the leases."""
 
     __tablename__ = "operation_state"
-    __table_args__ = (Index("ix_state_due", "escalated", "next_probe_at"),)
+    # Verdict first: settled operations, most of a grown store, are skipped by the due scan.
+    __table_args__ = (Index("ix_state_due", "verdict", "escalated", "next_probe_at"),)
 
     operation_id: str = Field(foreign_key="intents.operation_id", primary_key=True,
                               max_length=200)
