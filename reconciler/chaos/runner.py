@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from probes.config import parse_config
 from reconciler.chaos.agent import SHAPE_OF, STEPS
@@ -33,7 +34,7 @@ from reconciler.domain import Effect
 from reconciler.hashing import request_hash
 from reconciler.ledger import utcnow
 from reconciler.runtime.events import RunView
-from reconciler.runtime.guards import RunConfig
+from reconciler.runtime.loop import create_run
 from reconciler.runtime.states import RunState
 from reconciler.runtime.tools import operation_id
 from reconciler.sandbox import running_sandbox
@@ -51,7 +52,9 @@ POINTS: dict[str, int] = {
 }
 WORKER_TIMEOUT_S = 60.0
 #: Short reconcile waits: the sandbox's lagging searches settle within a second.
-CONFIG = {"reconcile_rounds": 10, "reconcile_wait_s": 0.25, "max_turns": 6}
+CONFIG: dict[str, Any] = {"reconcile_rounds": 10, "reconcile_wait_s": 0.25, "max_turns": 6}
+TASK = ("Deploy is done: tell the channel, open a ticket for the flaky step, charge the "
+        "deposit.")
 
 
 @dataclass
@@ -127,11 +130,7 @@ def chaos(runs: int, *, seed: int = 0, db_url: str | None = None,
             point = points[index % len(points)]
             kill = Kill(point, rng.randint(1, POINTS[point]))
             run_id = f"chaos-{nonce}-{index:04d}"
-            RunConfig.of(CONFIG)
-            journal.create(run_id, {"input": "Deploy is done: tell the channel, open a "
-                                    "ticket for the flaky step, charge the deposit.",
-                                    "config": CONFIG, "correlation_id": None},
-                           utcnow())
+            create_run(journal, TASK, utcnow(), run_id=run_id, config=CONFIG)
             first = _spawn(context, (url, sandbox.url, run_id, kill, run_key))
             killed = first == -signal.SIGKILL
             second = _spawn(context, (url, sandbox.url, run_id, None, run_key))

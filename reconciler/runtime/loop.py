@@ -16,7 +16,7 @@ import asyncio
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.domain import Approval, Resolution, Verdict
@@ -68,6 +68,16 @@ class Advance:
     continue_request: ContinueRequest | None = None
 
 
+def create_run(journal: Journal, input: str, at: datetime, *, run_id: str | None = None,
+               config: dict[str, Any] | None = None,
+               correlation_id: str | None = None) -> RunView:
+    """Record a new queued run; a worker (any worker) advances it later. The configuration is
+    checked first: a run that could never start is refused, not queued."""
+    RunConfig.of(config or {})
+    return journal.create(run_id or f"run_{uuid.uuid4().hex}", {
+        "input": input, "config": config or {}, "correlation_id": correlation_id}, at)
+
+
 class AgentRuntime:
     """Agent runs whose tool calls go through the reconciler. One per worker process."""
 
@@ -85,17 +95,15 @@ class AgentRuntime:
                                  holder=self.holder, hook=hook)
         self._active: dict[str, tuple[CancelSignal, asyncio.Event]] = {}
 
-    def _now(self) -> Any:
+    def _now(self) -> datetime:
         return self.ledger.clock()
 
     def create(self, input: str, *, run_id: str | None = None,
                config: dict[str, Any] | None = None,
                correlation_id: str | None = None) -> RunView:
         """Record a new queued run (its input, configuration and correlation id)."""
-        RunConfig.of(config or {})
-        return self.journal.create(run_id or f"run_{uuid.uuid4().hex}", {
-            "input": input, "config": config or {}, "correlation_id": correlation_id},
-            self._now())
+        return create_run(self.journal, input, self._now(), run_id=run_id, config=config,
+                          correlation_id=correlation_id)
 
     def get(self, run_id: str) -> RunView:
         """The run; a pending approval past its timeout is timed out first."""

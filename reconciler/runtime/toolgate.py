@@ -149,7 +149,7 @@ class ToolGate:
         if verdict is Verdict.VERIFIED_NOT_APPLIED:
             answer = self.gate.ask(RetryRequest(
                 call.operation_id, self._intent_key(tool, view, call),
-                self.ledger.store.facts(call.operation_id).intent.request_hash, self.holder))
+                judgement.facts.intent.request_hash, self.holder))
             if answer.allowed:
                 return await self._dispatch(view, tool, call, config, cancel)
             reason = answer.reason

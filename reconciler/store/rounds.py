@@ -10,37 +10,30 @@ fsync on SQLite) and a handful of statements per batch of rounds instead of per 
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy
-from sqlalchemy import Row, Table, bindparam, insert, update
-from sqlmodel import Session, col, select
+from sqlalchemy import Row, Table, bindparam, update
+from sqlmodel import Session
 
-from reconciler.domain import Attempt, Decision, Evidence, Facts, Intent
+from reconciler.domain import Decision, Evidence, Facts, Intent
 from reconciler.store import rows
-from reconciler.store.tables import AttemptRow, EvidenceRow, StateRow
+from reconciler.store.sql import INSERT_EVIDENCE, recorded
+from reconciler.store.tables import StateRow
 
 #: A round's outcome, from its operation's facts (this round's evidence included) and its
 #: number (1 for the first round): the decision, when to probe next (None: never), whether to
 #: escalate. It runs inside the rounds' transaction: it must not touch the store.
 Judge = Callable[[Facts, int], tuple[Decision, datetime | None, bool]]
 
-_EVIDENCE: Table = EvidenceRow.__table__  # type: ignore[attr-defined]
 _STATE: Table = StateRow.__table__  # type: ignore[attr-defined]
 # Statements built once (their compiled forms are cached), for the operations "ids".
 _LOCK_STATES = (sqlalchemy.select(_STATE)
                 .where(_STATE.c.operation_id.in_(bindparam("ids", expanding=True)))
                 .order_by(_STATE.c.operation_id).with_for_update())
-_ATTEMPTS = (select(AttemptRow)
-             .where(col(AttemptRow.operation_id).in_(bindparam("ids", expanding=True)))
-             .order_by(col(AttemptRow.operation_id), col(AttemptRow.number)))
-_EVIDENCE_OF = (select(EvidenceRow)
-                .where(col(EvidenceRow.operation_id).in_(bindparam("ids", expanding=True)))
-                .order_by(col(EvidenceRow.id)))
 #: A concluded round's state row, for many rows at once (one executemany).
 _UPDATE_STATE = update(_STATE).where(_STATE.c.operation_id == bindparam("b_id")).values(
     {column: bindparam(f"b_{column}") for column in (
@@ -83,8 +76,8 @@ def conclude(s: Session, holder: str, rounds: Sequence[Round], judge: Judge,
     states = {row.operation_id: row for row in s.execute(_LOCK_STATES, {"ids": ids})}
     appended = [rows.evidence_values(e) for r in rounds for e in r.evidence]
     if appended:
-        s.execute(insert(_EVIDENCE), appended)
-    attempts, evidence = _recorded(s, ids)
+        s.execute(INSERT_EVIDENCE, appended)
+    attempts, evidence = recorded(s, ids)
     concluded, updates = [], []
     for r in rounds:
         op = r.intent.operation_id
@@ -115,14 +108,3 @@ def _concluded_state(state: Row[Any], decision: Decision, now: datetime,
             "b_next_probe_at": state.next_probe_at, "b_escalated": state.escalated,
             "b_lease_holder": state.lease_holder, "b_lease_expires_at": state.lease_expires_at}
 
-
-def _recorded(s: Session, ids: Sequence[str]) -> tuple[dict[str, list[Attempt]],
-                                                    dict[str, list[Evidence]]]:
-    """Every attempt and piece of evidence of the operations `ids`, each in recorded order."""
-    attempts: dict[str, list[Attempt]] = defaultdict(list)
-    for attempt in s.exec(_ATTEMPTS, params={"ids": ids}):
-        attempts[attempt.operation_id].append(rows.attempt_of(attempt))
-    evidence: dict[str, list[Evidence]] = defaultdict(list)
-    for row in s.exec(_EVIDENCE_OF, params={"ids": ids}):
-        evidence[row.operation_id].append(rows.evidence_of(row))
-    return attempts, evidence

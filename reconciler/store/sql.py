@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -59,11 +60,25 @@ INSERT_INTENT = _insert(IntentRow)
 INSERT_STATE = _insert(StateRow)
 INSERT_ATTEMPT = _insert(AttemptRow)
 INSERT_EVIDENCE = _insert(EvidenceRow)
-ATTEMPTS_OF = (select(AttemptRow).where(col(AttemptRow.operation_id) == bindparam("operation_id"))
-               .order_by(col(AttemptRow.number)))
+# The attempts and evidence of the operations "ids" (one, or a sweep's batch).
+ATTEMPTS_OF = (select(AttemptRow)
+               .where(col(AttemptRow.operation_id).in_(bindparam("ids", expanding=True)))
+               .order_by(col(AttemptRow.operation_id), col(AttemptRow.number)))
 EVIDENCE_OF = (select(EvidenceRow)
-               .where(col(EvidenceRow.operation_id) == bindparam("operation_id"))
+               .where(col(EvidenceRow.operation_id).in_(bindparam("ids", expanding=True)))
                .order_by(col(EvidenceRow.id)))
+
+
+def recorded(s: Session, ids: Sequence[str]) -> tuple[dict[str, list[Attempt]],
+                                                   dict[str, list[Evidence]]]:
+    """Every attempt and piece of evidence of the operations `ids`, each in recorded order."""
+    attempts: dict[str, list[Attempt]] = defaultdict(list)
+    for attempt in s.exec(ATTEMPTS_OF, params={"ids": ids}):
+        attempts[attempt.operation_id].append(rows.attempt_of(attempt))
+    evidence: dict[str, list[Evidence]] = defaultdict(list)
+    for row in s.exec(EVIDENCE_OF, params={"ids": ids}):
+        evidence[row.operation_id].append(rows.evidence_of(row))
+    return attempts, evidence
 
 
 class SqlStore:
@@ -178,11 +193,9 @@ class SqlStore:
 
     def _facts(self, s: Session, operation_id: str) -> Facts:
         intent = self._require(s, operation_id)
-        attempts = s.exec(ATTEMPTS_OF, params={"operation_id": operation_id}).all()
-        evidence = s.exec(EVIDENCE_OF, params={"operation_id": operation_id}).all()
-        return Facts(intent=rows.intent_of(intent),
-                     attempts=tuple(rows.attempt_of(a) for a in attempts),
-                     evidence=tuple(rows.evidence_of(e) for e in evidence))
+        attempts, evidence = recorded(s, [operation_id])
+        return Facts(rows.intent_of(intent), tuple(attempts[operation_id]),
+                     tuple(evidence[operation_id]))
 
     def _contract(self, s: Session, provider: str) -> ProviderContract:
         # Contracts come from configuration and change only through put_contract, so every
