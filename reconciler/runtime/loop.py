@@ -192,12 +192,12 @@ class AgentRuntime:
             signal, done = active
             signal.cancel(reason)
             await asyncio.wait_for(done.wait(), wait_s)
-            view = self.journal.load(run_id)
-            if view.state not in _LIVE and view.state is not S.AWAITING_APPROVAL:
-                return view
-            # The advance stopped (paused, or waits for a human) before it looked at the
-            # signal: the cancellation is recorded here.
-        return self._cancel(self.journal.load(run_id), reason)
+        view = self.journal.load(run_id)
+        if active is not None and view.state not in _LIVE | {S.AWAITING_APPROVAL}:
+            return view
+        # Not advanced here, or the advance stopped (paused, or waits for a human) before it
+        # looked at the signal: the cancellation is recorded here.
+        return self._cancel(view, reason)
 
     async def _drive(self, run_id: str, deadline: float | None,
                      signal: CancelSignal) -> Advance:

@@ -189,10 +189,6 @@ async def cancel(run_id: RunIdPath, body: CancelIn, runs: RunsDep) -> RunOut:
         return run_out(view)
     try:
         view = await runs.runtime.cancel(run_id, body.reason)
-        if view.state is not RunState.CANCELLED:
-            # The advance in flight stopped (paused, or waits for a human) before it looked
-            # at the signal: record the cancellation now.
-            view = await runs.runtime.cancel(run_id, body.reason)
     except TimeoutError:
         raise ProblemError(CANCEL_PENDING, "the run was told to stop but is still finishing "
                            "its current step; read it again shortly",
