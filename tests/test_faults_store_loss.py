@@ -10,7 +10,7 @@ row is half-written. `--fault-scale N` takes the store away N times.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -88,18 +88,20 @@ def test_a_sqlite_file_moved_away_refuses_writes_until_it_is_back(
     aside.mkdir()
     url = f"sqlite:///{db}"
 
-    def move(source: Path, target: Path) -> None:
-        for suffix in SQLITE_FILES:
+    def move(source: Path, target: Path, suffixes: Sequence[str]) -> None:
+        for suffix in suffixes:
             if Path(f"{source}{suffix}").exists():
                 os.replace(f"{source}{suffix}", f"{target}{suffix}")
 
     def take_away() -> None:
-        move(db, aside / db.name)
+        move(db, aside / db.name, SQLITE_FILES)
 
     def bring_back() -> None:
         # Nothing was created in its place meanwhile: no empty store, no foreign WAL.
         assert sorted(p.name for p in tmp_path.iterdir()) == ["aside"]
-        move(aside / db.name, db)
+        # The database file last, as a restore does it: a connection that opened it before
+        # its WAL was back would see an empty store, and closing would delete the WAL.
+        move(aside / db.name, db, SQLITE_FILES[::-1])
 
     with sidecar_on(url) as http:
         acknowledged = outage_under_load(http, scaled(pytestconfig, 1), take_away, bring_back)
