@@ -38,9 +38,10 @@ from probes.base import ProbeTarget
 from probes.config import parse_config
 from reconciler.domain import Verdict
 from reconciler.ledger import Ledger, utcnow
+from reconciler.schedule import SweepPolicy
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
-from reconciler.sweep import Sweeper, SweepPolicy
+from reconciler.sweep import Sweeper
 
 NAME = "reconcile"
 TARGET = 1.25

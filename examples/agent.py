@@ -17,14 +17,14 @@ conversation so far, as a real model would. To run a real model, give `Agent` an
 from __future__ import annotations
 
 from reconciler.domain import Effect
-from reconciler.runtime.agent import Agent
-from reconciler.runtime.models import (
+from reconciler.runs.messages import (
     ModelRequest,
     ModelResponse,
     TextBlock,
     ToolResultBlock,
     ToolSpec,
 )
+from reconciler.runtime.agent import Agent
 from reconciler.runtime.scripted import ScriptedModel, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
 

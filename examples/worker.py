@@ -54,7 +54,7 @@ def charge_customer(sidecar: str, provider: str, run_id: str, tool_call_id: str,
             response = call.dispatch(send)              # a retry: only with the gate's grant
             return f"charged on retry: {response.json()['id']}"
         except RetryRefusedError as refused:
-            return f"not retried ({verdict.value}): {refused.answer.reason}"
+            return f"not retried ({verdict.value}): {refused.reason}"
 
 
 if __name__ == "__main__":

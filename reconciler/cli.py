@@ -11,6 +11,7 @@ import typer
 
 from reconciler.fixtures import fixture_files
 from reconciler.replay import ExpectResult, ReplayReport, replay
+from reconciler.schedule import DEFAULT_POLICY
 
 app = typer.Typer(
     help="Effect-receipt reconciler: record intents, probe providers, gate every retry.",
@@ -192,12 +193,14 @@ def serve_command(
     sweep_interval_s: Annotated[float | None, typer.Option(
         help="Seconds between reconcile sweeps; 0 probes only on demand [default 5].")] = None,
     probe_concurrency: Annotated[int | None, typer.Option(
-        help="Operations probed at once [default 4].")] = None,
+        help=f"Operations probed at once [default {DEFAULT_POLICY.concurrency}].")] = None,
     probe_timeout_s: Annotated[float | None, typer.Option(
-        help="A probe call still running after this is recorded unavailable [default 10].")
+        help="A probe call still running after this is recorded unavailable "
+             f"[default {DEFAULT_POLICY.probe_timeout_s:g}].")
     ] = None,
     probe_budget: Annotated[int | None, typer.Option(
-        help="Probe rounds per operation before it is escalated [default 20].")] = None,
+        help="Probe rounds per operation before it is escalated "
+             f"[default {DEFAULT_POLICY.probe_budget}].")] = None,
     retry_lease_ttl_s: Annotated[float | None, typer.Option(
         help="How long a retry grant stays valid [default 60].")] = None,
     max_body_bytes: Annotated[int | None, typer.Option(

@@ -5,10 +5,7 @@ Each error carries the operation id when there is one, and says what to do next.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from reconciler.schemas import RetryOut
+from collections.abc import Sequence
 
 
 class ReconcilerError(Exception):
@@ -45,6 +42,14 @@ class FixtureError(ReconcilerError):
         self.reason = message
 
 
+class FactTimeError(ReconcilerError):
+    """A fact's reported time cannot be used (in the future, or out of range); omit it."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 class StoreUnavailableError(ReconcilerError):
     """The receipt store cannot be reached; nothing was recorded, try again when it is back."""
 
@@ -61,12 +66,15 @@ class ServiceError(ReconcilerError):
 
 
 class RetryRefusedError(ReconcilerError):
-    """The retry gate refused this retry; do not dispatch. Follow `answer.reason`."""
+    """The retry gate refused this retry; do not dispatch. Follow `reason`."""
 
-    def __init__(self, operation_id: str, answer: RetryOut, reason: str) -> None:
+    def __init__(self, operation_id: str, verdict: str, reason: str,
+                 findings: Sequence[str] = ()) -> None:
         super().__init__(f"retry of {operation_id!r} refused: {reason}",
                          operation_id=operation_id)
-        self.answer = answer
+        self.verdict = verdict
+        self.reason = reason
+        self.findings = tuple(findings)
 
 
 class RunKeyError(ReconcilerError):

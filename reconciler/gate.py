@@ -20,7 +20,7 @@ from enum import StrEnum
 
 from reconciler.domain import RefusedRetry, Verdict
 from reconciler.ledger import Ledger
-from reconciler.store.leases import SqlLeases
+from reconciler.ports import Leases
 
 
 class GateResult(StrEnum):
@@ -59,7 +59,7 @@ class GateAnswer:
 class RetryGate:
     """Decides retry requests against the ledger, and hands out the retry lease."""
 
-    def __init__(self, ledger: Ledger, leases: SqlLeases, lease_ttl_s: float = 60.0) -> None:
+    def __init__(self, ledger: Ledger, leases: Leases, lease_ttl_s: float = 60.0) -> None:
         self.ledger = ledger
         self.leases = leases
         self.lease_ttl_s = lease_ttl_s

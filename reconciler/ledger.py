@@ -1,15 +1,32 @@
-"""The ledger: the store and the verdict engine together. Everything that records a fact or asks
-for a verdict (replay, the reconciler, the HTTP service) goes through here, so they all agree."""
+"""The ledger: the one door to the verdict engine.
+
+Every fact is recorded and every verdict decided here: the service's routes, the retry gate,
+the sweep's probe rounds, the agent runtime and fixture replay all go through a `Ledger`, so
+they all apply the same rules the same way. It is the only caller of `verdicts.evaluate` and
+of `schedule.next_round`; the store caches what they decide, in the transaction that read
+the facts they were decided from.
+
+    record_* ─▶ Store ──┐
+    judge ─────▶ Store.decide(evaluate) ──────────────────────────▶ Judgement
+    conclude ──▶ Leases.conclude(evaluate, then next_round) ──────▶ Judgements, claimed intents
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 
-from reconciler.domain import Attempt, Decision, Evidence, Facts, Intent
-from reconciler.store import FIRST_DECISION, Store
+from reconciler.domain import Attempt, Decision, Evidence, Facts, Intent, ProviderContract
+from reconciler.errors import AttemptConflictError, FactTimeError, UnknownOperationError
+from reconciler.ports import FIRST_DECISION, Leases, Round, Scheduled, Store
+from reconciler.schedule import SweepPolicy, next_round
 from reconciler.verdicts import evaluate
+
+#: How far ahead of the ledger's clock a caller's timestamp may be. Evidence dated in the
+#: future could pass for a zero observed after a retry that has not happened yet: keep it to
+#: jitter.
+MAX_CLOCK_SKEW = timedelta(seconds=1)
 
 
 def utcnow() -> datetime:
@@ -42,6 +59,22 @@ class Ledger:
         self.store = store
         self.clock = clock
 
+    def time_of(self, given: datetime | None) -> datetime:
+        """The time of a fact a caller reports: its own when given (in UTC, not in the future
+        by the ledger's clock), else the ledger's. FactTimeError when it cannot be used."""
+        now = self.clock()
+        if given is None:
+            return now
+        try:
+            in_utc = given.astimezone(UTC)
+        except OverflowError:  # 0001-01-01T00:00:00+01:00: valid RFC 3339, before year 1 in UTC
+            raise FactTimeError("out_of_range", "'at' is outside years 1 to 9999 once in UTC; "
+                                "send it in UTC") from None
+        if in_utc > now + MAX_CLOCK_SKEW:
+            raise FactTimeError("future", "'at' is in the future by the server's clock; omit "
+                                "it to use the server's time")
+        return in_utc
+
     def record_intent(self, intent: Intent) -> Recorded:
         """Record an intent (an identical repeat is accepted, not new); IntentConflictError
         when the id exists with another hash or key."""
@@ -56,18 +89,58 @@ class Ledger:
                 return Recorded(True, Judgement(facts, decision, at, escalated=False))
         return Recorded(created, self.judge(intent.operation_id))
 
-    def record_attempt(self, attempt: Attempt) -> Recorded:
+    def record_attempt(self, attempt: Attempt, *, stamped: bool = False) -> Recorded:
         """Record an attempt (an identical repeat is accepted, not new); AttemptConflictError
-        when the number exists with other facts."""
-        created = self.store.record_attempt(attempt)
+        when the number exists with other facts. `stamped`: the time is the ledger's, not the
+        caller's, so a resend that differs from the recorded attempt only in its time is the
+        same attempt."""
+        try:
+            created = self.store.record_attempt(attempt)
+        except AttemptConflictError:
+            if not stamped:
+                raise
+            # Read back only here, off the hot path.
+            same = {a.number: a for a in self.store.facts(attempt.operation_id).attempts
+                    }.get(attempt.number)
+            if same is None or replace(attempt, at=same.at) != same:
+                raise
+            created = False
         return Recorded(created, self.judge(attempt.operation_id))
 
     def record_evidence(self, evidence: Evidence) -> Judgement:
         self.store.record_evidence(evidence)
         return self.judge(evidence.operation_id)
 
+    def record_provider_evidence(self, provider: str, evidence: Evidence) -> Judgement:
+        """Evidence a provider vouches for (a webhook): only about that provider's own
+        operations. Another's is no evidence: UnknownOperationError, nothing recorded."""
+        if self.store.facts(evidence.operation_id).intent.provider != provider:
+            raise UnknownOperationError(
+                f"no operation {evidence.operation_id!r} of provider {provider!r}",
+                operation_id=evidence.operation_id)
+        return self.record_evidence(evidence)
+
     def judge(self, operation_id: str, now: datetime | None = None) -> Judgement:
         """Decide the verdict from everything recorded, and cache it in the store."""
         at = now or self.clock()
         facts, decision, escalated = self.store.decide(operation_id, evaluate, at)
         return Judgement(facts, decision, at, escalated)
+
+    def conclude(self, leases: Leases, holder: str, rounds: Sequence[Round],
+                 policy: SweepPolicy, *, claim: int = 0
+                 ) -> tuple[list[Judgement], list[Intent], int]:
+        """Conclude `holder`'s probe `rounds` (record their evidence, decide, schedule the next
+        round or escalate, release the lease) and claim up to `claim` due operations for
+        `policy.lease_s`, in one transaction. The judgements in round order, the claimed
+        intents, and how many operations this call escalated."""
+        now = self.clock()
+
+        def rule(facts: Facts, contract: ProviderContract, number: int) -> Scheduled:
+            decision = evaluate(facts, contract, now)
+            return next_round(facts, decision, contract, number, now, policy)
+
+        ended, intents = leases.conclude(holder, rounds, rule, now, claim=claim,
+                                         lease_s=policy.lease_s)
+        judgements = [Judgement(c.facts, c.decision, now, c.was_escalated or c.escalate)
+                      for c in ended]
+        return judgements, intents, sum(c.escalate and not c.was_escalated for c in ended)

@@ -1,6 +1,7 @@
 """Replaying NDJSON fixtures on a virtual clock, through the same ledger the service uses.
 
-Each file gets its own in-memory SQLite store, so files never see each other's operations. The
+Each file gets its own in-memory store (`store.memory`), so files never see each other's
+operations, and no file pays for a database. The
 clock is the `at` of the latest line read; an `expect` may move it with its own `at`.
 """
 
@@ -26,7 +27,7 @@ from reconciler.fixtures import (
     utc,
 )
 from reconciler.ledger import Ledger
-from reconciler.store.schema import open_store
+from reconciler.store.memory import MemoryStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +79,7 @@ def replay_file(path: Path, report: ReplayReport) -> None:
     """Replay one file into `report`. At the first invalid line the file ends, with the error
     recorded and the results before it kept: nothing after it is evaluated."""
     clock = _VirtualClock()
-    ledger = Ledger(open_store("sqlite://"), clock)
+    ledger = Ledger(MemoryStore(), clock)
     try:
         for number, event in read_events(path):
             at = getattr(event, "at", None)

@@ -28,44 +28,19 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from probes.base import Probe, ProbeTarget
 from probes.runner import ProbeThreads
 from reconciler import metrics
-from reconciler.domain import (
-    Authority,
-    Decision,
-    Facts,
-    Intent,
-    Observation,
-    ProviderContract,
-    Receipt,
-    Verdict,
-)
+from reconciler.domain import Authority, Intent, Observation, Receipt
 from reconciler.ledger import Judgement, Ledger
-from reconciler.store.leases import SqlLeases
-from reconciler.store.rounds import Round
-from reconciler.verdicts import evaluate
+from reconciler.ports import Leases, Round
+from reconciler.schedule import SweepPolicy
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class SweepPolicy:
-    """How hard and how long to look before a human is asked."""
-
-    concurrency: int = 4
-    probe_timeout_s: float = 10.0
-    probe_budget: int = 20
-    first_backoff_s: float = 1.0
-    max_backoff_s: float = 300.0
-    lease_s: float = 60.0
-    #: Operations one pass takes on at most. They are claimed as rounds end, never ahead of a
-    #: free slot, so that no lease is spent waiting in a queue however large this is.
-    batch: int = 1000
 
 
 ProbeLookup = Callable[[str], Sequence[Probe]]
@@ -73,7 +48,7 @@ Answer = Observation | Receipt
 
 
 @dataclass(eq=False, slots=True)
-class _Round:
+class _InFlight:
     """One operation's round in flight: the probes still to call, what the others saw."""
 
     intent: Intent
@@ -84,7 +59,7 @@ class _Round:
 
 @dataclass(frozen=True, slots=True)
 class _Call:
-    rnd: _Round
+    rnd: _InFlight
     probe: Probe
     started: float
 
@@ -101,7 +76,7 @@ class _Calls:
         # Every call has the same limit, so cut-offs come in the order the calls went out.
         self._cutoffs: deque[tuple[float, Future[Answer]]] = deque()
 
-    def start(self, rnd: _Round) -> bool:
+    def start(self, rnd: _InFlight) -> bool:
         """Call the round's next probe; False when it has none left (the round is done)."""
         if not rnd.probes:
             return False
@@ -113,7 +88,7 @@ class _Calls:
         answer.add_done_callback(self._answered.put)
         return True
 
-    def done(self) -> list[_Round]:
+    def done(self) -> list[_InFlight]:
         """Wait for an answer or a cut-off, then take every one there is: the rounds whose
         last probe has answered (each call's answer recorded in its round, the next probe of
         the others called)."""
@@ -124,7 +99,7 @@ class _Calls:
                 answers.append(self._answered.get_nowait())
         except queue.Empty:
             pass
-        ended: list[_Round] = []
+        ended: list[_InFlight] = []
         for answer in answers:
             call = self._out.pop(answer, None)
             if call is not None:  # else cut off already: the answer came too late
@@ -145,7 +120,7 @@ class _Calls:
             self._cutoffs.popleft()
         return max(self._cutoffs[0][0] - time.monotonic(), 0.0) if self._cutoffs else None
 
-    def _record(self, call: _Call, result: Answer, ended: list[_Round]) -> None:
+    def _record(self, call: _Call, result: Answer, ended: list[_InFlight]) -> None:
         name = call.probe.name
         metrics.PROBE_DURATION.labels(name).observe(time.monotonic() - call.started)
         authority = result.authority.value if isinstance(result, Observation) else "receipt"
@@ -162,7 +137,7 @@ class Sweeper:
     of probe calls live from pass to pass; `close` ends them.
     """
 
-    def __init__(self, ledger: Ledger, leases: SqlLeases, probes_for: ProbeLookup,
+    def __init__(self, ledger: Ledger, leases: Leases, probes_for: ProbeLookup,
                  policy: SweepPolicy | None = None, holder: str | None = None) -> None:
         self.ledger = ledger
         self.leases = leases
@@ -178,8 +153,8 @@ class Sweeper:
         chunk = max(1, concurrency // 8)  # several leases per claim: fewer, fuller turns
         calls = self._calls()
         judgements: list[Judgement] = []
-        unfinished: dict[str, _Round] = {}
-        ready: list[_Round] = []
+        unfinished: dict[str, _InFlight] = {}
+        ready: list[_InFlight] = []
         left = self.policy.batch
         try:
             while True:
@@ -227,32 +202,20 @@ class Sweeper:
         self._threads.close()
         self.leases.release_all(self.holder)
 
-    def _round(self, intent: Intent) -> _Round:
-        return _Round(intent, ProbeTarget.of(intent), deque(self.probes_for(intent.provider)))
+    def _round(self, intent: Intent) -> _InFlight:
+        return _InFlight(intent, ProbeTarget.of(intent), deque(self.probes_for(intent.provider)))
 
     def _calls(self) -> _Calls:
         return _Calls(self._threads, self.policy.probe_timeout_s, self.ledger.clock)
 
-    def _turn(self, rounds: Sequence[_Round],
+    def _turn(self, rounds: Sequence[_InFlight],
               claim: int) -> tuple[list[Judgement], list[Intent]]:
         """Conclude `rounds` (record, decide, schedule, release: each verdict decided once, on
         everything its round saw) and claim up to `claim` due operations, in one transaction."""
-        contracts = {p: self.ledger.store.contract(p) for p in {r.intent.provider for r in rounds}}
-        now = self.ledger.clock()
-
-        def judge(facts: Facts, number: int) -> tuple[Decision, datetime | None, bool]:
-            contract = contracts[facts.intent.provider]
-            decision = evaluate(facts, contract, now)
-            return decision, *self._schedule(facts, decision, number, now, contract)
-
-        ended, intents = self.leases.conclude(
-            self.holder, [Round(r.intent, r.evidence) for r in rounds], judge, now,
-            claim=claim, lease_s=self.policy.lease_s)
-        judgements = []
-        for c in ended:
-            if c.escalate and not c.was_escalated:
-                metrics.ESCALATIONS.inc()
-            judgements.append(Judgement(c.facts, c.decision, now, c.was_escalated or c.escalate))
+        judgements, intents, escalated = self.ledger.conclude(
+            self.leases, self.holder, [Round(r.intent, r.evidence) for r in rounds],
+            self.policy, claim=claim)
+        metrics.ESCALATIONS.inc(escalated)
         return judgements, intents
 
     def _abandon(self, operation_ids: Sequence[str]) -> None:
@@ -265,25 +228,6 @@ class Sweeper:
         except Exception as exc:
             log.warning("sweeper %s could not release %d leases (they lapse at expiry): %s",
                         self.holder, len(operation_ids), exc)
-
-    def _schedule(self, facts: Facts, decision: Decision, rounds: int, now: datetime,
-                  contract: ProviderContract) -> tuple[datetime | None, bool]:
-        """(next probe time, escalate?) after the `rounds`-th round."""
-        if decision.verdict is not Verdict.INDETERMINATE:
-            return None, False
-        deadline = facts.intent.at + timedelta(seconds=contract.reconcile_deadline_s)
-        if now >= deadline or rounds >= self.policy.probe_budget:
-            return None, True
-        delay = self._backoff(rounds, facts, now, contract.visibility_lag_s)
-        return min(now + timedelta(seconds=delay), deadline), False
-
-    def _backoff(self, rounds: int, facts: Facts, now: datetime, lag_s: float) -> float:
-        """Doubling delays; never later than the end of the visibility window if that is
-        still ahead, since that is when a lagging zero first means something."""
-        delay = min(self.policy.first_backoff_s * 2.0 ** (rounds - 1), self.policy.max_backoff_s)
-        dispatched = max((a.at for a in facts.attempts), default=facts.intent.at)
-        window_ends = (dispatched + timedelta(seconds=lag_s) - now).total_seconds()
-        return min(delay, window_ends) if window_ends > 0 else delay
 
 
 def sweep_periodically(sweeper: Sweeper, every_s: float) -> BackgroundScheduler:

@@ -130,6 +130,11 @@ def latest_dispatch(facts: Facts) -> datetime:
     return max((a.at for a in facts.attempts), default=facts.intent.at)
 
 
+def reconcile_deadline(facts: Facts, contract: ProviderContract) -> datetime:
+    """Until when probing may settle an indeterminate operation; after it, a human decides."""
+    return facts.intent.at + timedelta(seconds=contract.reconcile_deadline_s)
+
+
 def is_conclusive_zero(obs: Observation, dispatched: datetime, contract: ProviderContract) -> bool:
     """A zero that proves absence: strictly after the latest dispatch, and lag-aware.
 
@@ -318,8 +323,7 @@ def _next_action(facts: Facts, contract: ProviderContract, now: datetime, verdic
             return NextAction.AWAIT_APPROVAL, False, refusals
         return NextAction.ESCALATE, False, refusals
     if verdict is Verdict.INDETERMINATE:
-        deadline = facts.intent.at + timedelta(seconds=contract.reconcile_deadline_s)
-        if now >= deadline:
+        if now >= reconcile_deadline(facts, contract):
             return NextAction.ESCALATE, False, [Finding.DEADLINE_PASSED]
         return NextAction.RECONCILE, False, []
     return {

@@ -27,9 +27,9 @@ import pytest
 from reconciler.domain import Authority, Effect, Match, Observation, ProviderContract
 from reconciler.gate import RetryGate
 from reconciler.ledger import Judgement, Ledger
-from reconciler.runtime.events import CallView, RunView, project
+from reconciler.runs.events import CallView, RunView, project
+from reconciler.runs.messages import ModelResponse, ToolSpec
 from reconciler.runtime.loop import AgentRuntime
-from reconciler.runtime.models import ModelResponse, ToolSpec
 from reconciler.runtime.scripted import ScriptedModel, Step, call, say, tool_use
 from reconciler.runtime.toolgate import Hook, no_hook
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput

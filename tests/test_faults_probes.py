@@ -38,9 +38,10 @@ from reconciler.domain import (
     Verdict,
 )
 from reconciler.ledger import Judgement, Ledger
+from reconciler.schedule import SweepPolicy
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
-from reconciler.sweep import Sweeper, SweepPolicy
+from reconciler.sweep import Sweeper
 
 from builders import H0, K0
 from fault_harness import PATIENCE_S, scaled

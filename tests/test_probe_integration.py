@@ -29,10 +29,11 @@ from reconciler.demo.agent import SHAPES, dispatch, plan_intent
 from reconciler.domain import Authority, Decision, Facts, Observation, Receipt, Verdict
 from reconciler.ledger import Ledger
 from reconciler.sandbox import ManualClock, RunningSandbox, running_sandbox
+from reconciler.schedule import SweepPolicy
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
-from reconciler.sweep import Sweeper, SweepPolicy
+from reconciler.sweep import Sweeper
 from reconciler.verdicts import Finding
 
 A, NA = Verdict.VERIFIED_APPLIED, Verdict.VERIFIED_NOT_APPLIED

@@ -10,10 +10,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from reconciler.runtime.anthropic import AnthropicModel, MissingApiKeyError
-from reconciler.runtime.models import (
+from reconciler.runs.messages import (
     Message,
-    ModelCallError,
     ModelRequest,
     ModelResponse,
     TextBlock,
@@ -22,6 +20,8 @@ from reconciler.runtime.models import (
     ToolUseBlock,
     Usage,
 )
+from reconciler.runtime.anthropic import AnthropicModel, MissingApiKeyError
+from reconciler.runtime.models import ModelCallError
 
 from anthropic_fake import KEY, FakeAnthropic, running_fake
 

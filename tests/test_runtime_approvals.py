@@ -9,8 +9,8 @@ import pytest
 
 from reconciler.domain import Approval, Resolution, Verdict
 from reconciler.errors import ApprovalError
-from reconciler.runtime.events import RunView
-from reconciler.runtime.states import RunState
+from reconciler.runs.events import RunView
+from reconciler.runs.states import RunState
 from reconciler.runtime.tools import operation_id
 
 from runtime_harness import (

@@ -13,13 +13,13 @@ import pytest
 
 from reconciler.domain import Effect, Outcome
 from reconciler.errors import IllegalTransitionError
+from reconciler.runs.events import RunView
+from reconciler.runs.messages import ModelRequest, ModelResponse
+from reconciler.runs.states import RunState
 from reconciler.runtime.cancel import settle
-from reconciler.runtime.events import RunView
 from reconciler.runtime.loop import AgentRuntime
-from reconciler.runtime.models import ModelRequest, ModelResponse
 from reconciler.runtime.processes import run_process
 from reconciler.runtime.scripted import call, say, tool_use
-from reconciler.runtime.states import RunState
 from reconciler.runtime.tools import ToolCall, ToolOutput, operation_id
 
 from runtime_harness import (

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from reconciler.errors import ContinuationError
+from reconciler.runs.states import RunState
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.scripted import call, say, tool_use
-from reconciler.runtime.states import RunState
 from reconciler.runtime.tools import ToolCall, ToolOutput
 
 from runtime_harness import (

@@ -14,9 +14,9 @@ from reconciler.errors import (
     RunError,
     UnknownRunError,
 )
-from reconciler.runtime.events import Kind, RunEvent, RunView, apply, project
+from reconciler.runs.events import EventKind, RunEvent, RunView, apply, project
+from reconciler.runs.states import RunState
 from reconciler.runtime.scripted import call, say, tool_use
-from reconciler.runtime.states import RunState
 from reconciler.store.tables import RunRow
 
 from runtime_harness import T0, World, lookup, put, run, send, summary_of
@@ -33,8 +33,8 @@ def result_data(tool_call_id: str = "toolu_1") -> dict[str, object]:
 
 
 def awaiting_tool(world: World) -> RunView:
-    view = world.journal.append(created(world), Kind.STARTED, {}, world.clock())
-    return world.journal.append(view, Kind.TOOL_REQUESTED, {
+    view = world.journal.append(created(world), EventKind.STARTED, {}, world.clock())
+    return world.journal.append(view, EventKind.TOOL_REQUESTED, {
         "turn": 1, "tool_call_id": "toolu_1", "name": "lookup", "input": {},
         "arguments_hash": "sha256:" + "a" * 64, "effect": "read_only"}, world.clock())
 
@@ -43,7 +43,7 @@ def awaiting_tool(world: World) -> RunView:
 
 
 def test_a_run_starts_with_its_creation_event() -> None:
-    started = RunEvent("r", 1, Kind.STARTED, T0, {})
+    started = RunEvent("r", 1, EventKind.STARTED, T0, {})
     with pytest.raises(RunError, match="first event is run_created"):
         project([started])
     with pytest.raises(RunError, match="needs at least its creation"):
@@ -51,17 +51,17 @@ def test_a_run_starts_with_its_creation_event() -> None:
 
 
 def test_sequence_numbers_follow_each_other_without_gaps() -> None:
-    view = apply(None, RunEvent("r", 1, Kind.CREATED, T0, {"input": "x"}))
+    view = apply(None, RunEvent("r", 1, EventKind.CREATED, T0, {"input": "x"}))
     with pytest.raises(RunError, match="does not follow"):
-        apply(view, RunEvent("r", 3, Kind.STARTED, T0, {}))
+        apply(view, RunEvent("r", 3, EventKind.STARTED, T0, {}))
     with pytest.raises(RunError, match="exists already"):
-        apply(view, RunEvent("r", 2, Kind.CREATED, T0, {"input": "x"}))
+        apply(view, RunEvent("r", 2, EventKind.CREATED, T0, {"input": "x"}))
 
 
 def test_events_of_a_live_run_are_refused_when_it_is_not_live() -> None:
-    view = apply(None, RunEvent("r", 1, Kind.CREATED, T0, {"input": "x"}))
+    view = apply(None, RunEvent("r", 1, EventKind.CREATED, T0, {"input": "x"}))
     with pytest.raises(IllegalTransitionError, match="needs a live run"):
-        apply(view, RunEvent("r", 2, Kind.TURN, T0, {"turn": 1}))
+        apply(view, RunEvent("r", 2, EventKind.TURN, T0, {"turn": 1}))
 
 
 def test_the_state_is_the_fold_of_the_events(world: World) -> None:
@@ -98,33 +98,33 @@ def test_an_unknown_run_is_named_as_such(world: World) -> None:
 
 def test_each_run_numbers_its_own_events(world: World) -> None:
     first, second = created(world, "run-a"), created(world, "run-b")
-    first = world.journal.append(first, Kind.STARTED, {}, world.clock())
-    second = world.journal.append(second, Kind.STARTED, {}, world.clock())
-    first = world.journal.append(first, Kind.CANCELLED, {"reason": "x"}, world.clock())
+    first = world.journal.append(first, EventKind.STARTED, {}, world.clock())
+    second = world.journal.append(second, EventKind.STARTED, {}, world.clock())
+    first = world.journal.append(first, EventKind.CANCELLED, {"reason": "x"}, world.clock())
     assert [e.seq for e in world.journal.events("run-a")] == [1, 2, 3]
     assert [e.seq for e in world.journal.events("run-b")] == [1, 2]
-    assert [e.kind for e in world.journal.events("run-a", after=1)] == [Kind.STARTED,
-                                                                       Kind.CANCELLED]
+    assert [e.kind for e in world.journal.events("run-a", after=1)] == [EventKind.STARTED,
+                                                                       EventKind.CANCELLED]
     assert world.journal.run_ids(state="cancelled") == ["run-a"]
     assert world.journal.run_ids(state="running") == ["run-b"]
 
 
 def test_an_append_on_a_stale_view_conflicts_and_writes_nothing(world: World) -> None:
     stale = created(world)
-    world.journal.append(stale, Kind.STARTED, {}, world.clock())
+    world.journal.append(stale, EventKind.STARTED, {}, world.clock())
     before = world.journal.events("run-1"), world.journal.summary("run-1").model_dump()
     with pytest.raises(RunConflictError, match="reload"):
-        world.journal.append(stale, Kind.CANCELLED, {"reason": "late"}, world.clock())
+        world.journal.append(stale, EventKind.CANCELLED, {"reason": "late"}, world.clock())
     assert (world.journal.events("run-1"), world.journal.summary("run-1").model_dump()) == before
 
 
 def test_a_tool_result_is_recorded_once_per_run_turn_and_call(world: World) -> None:
-    view = world.journal.append(awaiting_tool(world), Kind.TOOL_RESULT, result_data(),
+    view = world.journal.append(awaiting_tool(world), EventKind.TOOL_RESULT, result_data(),
                                 world.clock())
     assert world.journal.result_keys("run-1") == {(1, "toolu_1")}
     before = world.journal.events("run-1")
     with pytest.raises(RunError, match="has its result already"):
-        world.journal.append(view, Kind.TOOL_RESULT, result_data(), world.clock())
+        world.journal.append(view, EventKind.TOOL_RESULT, result_data(), world.clock())
     assert world.journal.events("run-1") == before
     assert world.journal.result_keys("run-1") == {(1, "toolu_1")}
 
@@ -132,7 +132,7 @@ def test_a_tool_result_is_recorded_once_per_run_turn_and_call(world: World) -> N
 def test_a_result_for_a_call_never_requested_is_refused(world: World) -> None:
     view = awaiting_tool(world)
     with pytest.raises(RunError, match="unknown tool call"):
-        world.journal.append(view, Kind.TOOL_RESULT, result_data("toolu_9"), world.clock())
+        world.journal.append(view, EventKind.TOOL_RESULT, result_data("toolu_9"), world.clock())
     assert world.journal.result_keys("run-1") == set()
 
 
@@ -140,7 +140,7 @@ def test_a_tool_call_is_requested_once(world: World) -> None:
     view = awaiting_tool(world)
     request = world.journal.events("run-1")[-1].data
     with pytest.raises(RunError, match="requested already"):
-        world.journal.append(view, Kind.TOOL_REQUESTED, request, world.clock())
+        world.journal.append(view, EventKind.TOOL_REQUESTED, request, world.clock())
 
 
 # Rebuilding runs.
@@ -231,5 +231,5 @@ def test_a_send_recorded_before_a_crash_is_not_recorded_again(world: World) -> N
     view = run(world.runtime(script, [tool.tool]).advance(run_id, take_over=True)).view
     assert view.state is S.COMPLETED and len(tool.calls) == 1
     assert world.journal.result_keys(run_id) == keys == {(1, "toolu_s0_0")}
-    results = [e for e in world.journal.events(run_id) if e.kind is Kind.TOOL_RESULT]
+    results = [e for e in world.journal.events(run_id) if e.kind is EventKind.TOOL_RESULT]
     assert len(results) == 1

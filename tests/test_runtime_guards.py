@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from reconciler.errors import UnknownOperationError
-from reconciler.runtime.events import Kind
+from reconciler.runs.events import EventKind
+from reconciler.runs.messages import ModelResponse, Usage
+from reconciler.runs.states import RunState
 from reconciler.runtime.guards import (
     FINAL_NOTICE,
     RunConfig,
@@ -17,9 +19,7 @@ from reconciler.runtime.guards import (
     repeat_message,
     turn_estimate,
 )
-from reconciler.runtime.models import ModelResponse, Usage
 from reconciler.runtime.scripted import ScriptedModel, call, say, tool_use
-from reconciler.runtime.states import RunState
 from reconciler.runtime.tools import operation_id
 
 from runtime_harness import FakeTool, World, lookup, run, send
@@ -220,5 +220,5 @@ def test_tools_asked_for_in_the_final_turn_are_not_run_and_the_run_stops(world: 
     assert last.result is not None and last.result_source == "guard"
     assert "final turn" in last.result.content
     assert (view.output, view.stop_reason) == ("step 1", "max_turns")
-    assert world.journal.events("r")[-1].kind is Kind.COMPLETED
+    assert world.journal.events("r")[-1].kind is EventKind.COMPLETED
 

@@ -11,9 +11,9 @@ import pytest
 
 from reconciler.domain import Effect, Facts, Match, Outcome
 from reconciler.hashing import derive_idempotency_key, request_hash
-from reconciler.runtime.events import Kind, RunView
+from reconciler.runs.events import EventKind, RunView
+from reconciler.runs.states import RunState
 from reconciler.runtime.scripted import call, say, tool_use
-from reconciler.runtime.states import RunState
 from reconciler.runtime.tools import ToolCall, ToolOutput, operation_id
 
 from runtime_harness import (
@@ -244,5 +244,5 @@ def test_a_model_answer_lost_in_a_crash_is_asked_for_again_in_the_same_turn(
     tool = lookup()
     view = take_over(world, tool, crashed(world, tool, "model_answered"))
     assert view.state is S.COMPLETED and view.turn == 2 and len(tool.calls) == 1
-    turns = [e.data["turn"] for e in world.journal.events(view.run_id) if e.kind is Kind.TURN]
+    turns = [e.data["turn"] for e in world.journal.events(view.run_id) if e.kind is EventKind.TURN]
     assert turns == [1, 2]

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.runtime.models import (
+from reconciler.runs.messages import (
     Block,
     Message,
     ModelRequest,

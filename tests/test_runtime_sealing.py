@@ -11,8 +11,8 @@ from reconciler.domain import Effect
 from reconciler.errors import RunKeyError
 from reconciler.gate import RetryGate
 from reconciler.ledger import Ledger
+from reconciler.runs.messages import ToolSpec
 from reconciler.runtime.loop import AgentRuntime
-from reconciler.runtime.models import ToolSpec
 from reconciler.runtime.scripted import ScriptedModel, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
 from reconciler.store.journal import SqlJournal

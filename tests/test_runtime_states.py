@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from reconciler.errors import IllegalTransitionError
-from reconciler.runtime.events import Kind
-from reconciler.runtime.models import ModelCallError, ModelRequest, ModelResponse
+from reconciler.runs.events import EventKind
+from reconciler.runs.messages import ModelRequest, ModelResponse
+from reconciler.runs.states import RESUMABLE, TRANSITIONS, RunState, check_move
+from reconciler.runtime.models import ModelCallError
 from reconciler.runtime.scripted import call, say, tool_use
-from reconciler.runtime.states import RESUMABLE, TRANSITIONS, RunState, check_move
 
 from runtime_harness import World, lookup, run, send
 
@@ -40,34 +41,34 @@ def requested(tool_call_id: str) -> dict[str, Any]:
 
 
 #: The event that moves a run into each state, with what it carries.
-ENTER: dict[RunState, tuple[Kind, dict[str, Any]]] = {
-    S.QUEUED: (Kind.RESUMED, {"config": {}}),
-    S.RUNNING: (Kind.STARTED, {}),
-    S.AWAITING_TOOL: (Kind.TOOL_REQUESTED, requested("toolu_next")),
-    S.AWAITING_APPROVAL: (Kind.APPROVAL_REQUESTED, {"turn": 1, "tool_call_id": "toolu_1",
+ENTER: dict[RunState, tuple[EventKind, dict[str, Any]]] = {
+    S.QUEUED: (EventKind.RESUMED, {"config": {}}),
+    S.RUNNING: (EventKind.STARTED, {}),
+    S.AWAITING_TOOL: (EventKind.TOOL_REQUESTED, requested("toolu_next")),
+    S.AWAITING_APPROVAL: (EventKind.APPROVAL_REQUESTED, {"turn": 1, "tool_call_id": "toolu_1",
                                                     "resume_token": "tok", "payload": {}}),
-    S.COMPLETED: (Kind.COMPLETED, {"output": "done", "stop_reason": "end_turn"}),
-    S.FAILED: (Kind.FAILED, {"error_code": "model_error", "phase": "model_call",
+    S.COMPLETED: (EventKind.COMPLETED, {"output": "done", "stop_reason": "end_turn"}),
+    S.FAILED: (EventKind.FAILED, {"error_code": "model_error", "phase": "model_call",
                              "message": "down", "last_checkpoint": 0}),
-    S.CANCELLED: (Kind.CANCELLED, {"reason": "stop", "partial_results": []}),
-    S.TIMED_OUT: (Kind.TIMED_OUT, {"reason": "no decision", "tool_call_id": "toolu_1"}),
+    S.CANCELLED: (EventKind.CANCELLED, {"reason": "stop", "partial_results": []}),
+    S.TIMED_OUT: (EventKind.TIMED_OUT, {"reason": "no decision", "tool_call_id": "toolu_1"}),
 }
 #: How a fresh (queued) run gets to each state.
-PATH: dict[RunState, tuple[tuple[Kind, dict[str, Any]], ...]] = {
+PATH: dict[RunState, tuple[tuple[EventKind, dict[str, Any]], ...]] = {
     S.QUEUED: (),
     S.RUNNING: (ENTER[S.RUNNING],),
-    S.AWAITING_TOOL: (ENTER[S.RUNNING], (Kind.TOOL_REQUESTED, requested("toolu_1"))),
-    S.AWAITING_APPROVAL: (ENTER[S.RUNNING], (Kind.TOOL_REQUESTED, requested("toolu_1")),
+    S.AWAITING_TOOL: (ENTER[S.RUNNING], (EventKind.TOOL_REQUESTED, requested("toolu_1"))),
+    S.AWAITING_APPROVAL: (ENTER[S.RUNNING], (EventKind.TOOL_REQUESTED, requested("toolu_1")),
                           ENTER[S.AWAITING_APPROVAL]),
     S.COMPLETED: (ENTER[S.RUNNING], ENTER[S.COMPLETED]),
     S.FAILED: (ENTER[S.RUNNING], ENTER[S.FAILED]),
     S.CANCELLED: (ENTER[S.CANCELLED],),
-    S.TIMED_OUT: (ENTER[S.RUNNING], (Kind.TOOL_REQUESTED, requested("toolu_1")),
+    S.TIMED_OUT: (ENTER[S.RUNNING], (EventKind.TOOL_REQUESTED, requested("toolu_1")),
                   ENTER[S.AWAITING_APPROVAL], ENTER[S.TIMED_OUT]),
 }
 #: Events that would enter the state the run is in already (a second start, a second
 #: completion, a resume of a queued run, ...).
-REENTER = {**ENTER, S.AWAITING_TOOL: (Kind.APPROVAL_DECIDED, {"tool_call_id": "toolu_1",
+REENTER = {**ENTER, S.AWAITING_TOOL: (EventKind.APPROVAL_DECIDED, {"tool_call_id": "toolu_1",
                                                               "decision": "reject"})}
 
 
@@ -122,11 +123,11 @@ def test_an_event_entering_the_state_the_run_is_in_is_refused(world: World,
 
 
 @pytest.mark.parametrize(("state", "kind", "data"), [
-    (S.RUNNING, Kind.CHECKPOINT, {"turn": 1, "tool_steps": 0}),
-    (S.AWAITING_TOOL, Kind.TOOL_REQUESTED, requested("toolu_2")),
+    (S.RUNNING, EventKind.CHECKPOINT, {"turn": 1, "tool_steps": 0}),
+    (S.AWAITING_TOOL, EventKind.TOOL_REQUESTED, requested("toolu_2")),
 ], ids=["checkpoint-while-running", "second-call-of-a-turn"])
-def test_events_that_keep_a_live_run_going_are_no_moves(world: World, state: RunState,
-                                                        kind: Kind, data: dict[str, Any]) -> None:
+def test_events_that_keep_a_live_run_going_are_no_moves(
+        world: World, state: RunState, kind: EventKind, data: dict[str, Any]) -> None:
     run_id = run_in(world, state)
     view = world.journal.append(world.journal.load(run_id), kind, data, world.clock())
     assert view.state is state and world.journal.load(run_id) == view
@@ -161,7 +162,7 @@ def test_creation_records_input_configuration_and_correlation_id(world: World) -
     rt = world.runtime([say("done")])
     view = rt.create("book a room", config={"max_turns": 4}, correlation_id="ticket-7")
     [created] = world.journal.events(view.run_id)
-    assert created.kind is Kind.CREATED and created.seq == 1
+    assert created.kind is EventKind.CREATED and created.seq == 1
     assert created.data == {"input": "book a room", "config": {"max_turns": 4},
                             "correlation_id": "ticket-7"}
     assert (view.state, view.input, view.config, view.correlation_id) == (
@@ -173,7 +174,7 @@ def test_completion_records_output_stop_reason_and_aggregated_usage(world: World
     run_id = world.start(rt)
     view = run(rt.advance(run_id)).view
     completed = world.journal.events(run_id)[-1]
-    assert completed.kind is Kind.COMPLETED
+    assert completed.kind is EventKind.COMPLETED
     # Two turns at the scripted model's default usage (100 in, 20 out).
     assert completed.data["usage"] == {"input_tokens": 200, "output_tokens": 40,
                                        "cache_creation_input_tokens": 0,

@@ -25,8 +25,8 @@ import pytest
 from reconciler.domain import Effect, ProviderContract
 from reconciler.errors import AgentLoadError
 from reconciler.ledger import Ledger
+from reconciler.runs.messages import ToolSpec
 from reconciler.runtime.agent import Agent, load_agent
-from reconciler.runtime.models import ToolSpec
 from reconciler.runtime.scripted import ScriptedModel, Step, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
 from reconciler.service import Settings, create_app, load_settings

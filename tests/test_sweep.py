@@ -24,10 +24,11 @@ from reconciler.domain import (
     Verdict,
 )
 from reconciler.ledger import Ledger
+from reconciler.schedule import SweepPolicy
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
-from reconciler.sweep import Sweeper, SweepPolicy, sweep_periodically
+from reconciler.sweep import Sweeper, sweep_periodically
 
 from builders import H0, K0
 

@@ -14,7 +14,7 @@ import pytest
 from sqlmodel import Session, col, func, select
 
 from probes.base import ProbeTarget
-from reconciler import sweep as sweep_module
+from reconciler import ledger as ledger_module
 from reconciler.domain import (
     Attempt,
     Authority,
@@ -28,11 +28,12 @@ from reconciler.domain import (
     Verdict,
 )
 from reconciler.ledger import Ledger
+from reconciler.schedule import SweepPolicy
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
 from reconciler.store.tables import StateRow
-from reconciler.sweep import Sweeper, SweepPolicy
+from reconciler.sweep import Sweeper
 
 from builders import H0, K0
 
@@ -159,7 +160,7 @@ def test_a_round_that_cannot_conclude_records_nothing_and_releases_its_lease(
     def broken_rule(*args: Any) -> Any:
         raise RuntimeError("the rule broke mid-transaction")
 
-    monkeypatch.setattr(sweep_module, "evaluate", broken_rule)
+    monkeypatch.setattr(ledger_module, "evaluate", broken_rule)
     with pytest.raises(RuntimeError):
         sweeper(store, clock, Probe(zero(clock))).sweep()
     after = state(store, op)

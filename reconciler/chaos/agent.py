@@ -20,7 +20,7 @@ import httpx
 from reconciler.demo.agent import CHANNEL, SHAPES, Shape, receipt_of
 from reconciler.domain import Effect
 from reconciler.hashing import canonical_json
-from reconciler.runtime.models import ToolSpec
+from reconciler.runs.messages import ToolSpec
 from reconciler.runtime.scripted import ScriptedModel, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
 

@@ -33,9 +33,9 @@ from reconciler.demo.scenarios import probe_config
 from reconciler.domain import Effect
 from reconciler.hashing import request_hash
 from reconciler.ledger import utcnow
-from reconciler.runtime.events import RunView
+from reconciler.runs.events import RunView
+from reconciler.runs.states import RunState
 from reconciler.runtime.loop import create_run
-from reconciler.runtime.states import RunState
 from reconciler.runtime.tools import operation_id
 from reconciler.sandbox import running_sandbox
 from reconciler.sandbox.state import SandboxState

@@ -21,11 +21,12 @@ from reconciler.gate import RetryGate
 from reconciler.ledger import Ledger
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.toolgate import Hook, no_hook
+from reconciler.schedule import SweepPolicy
 from reconciler.store.journal import SqlJournal
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sealing import Sealer
-from reconciler.sweep import Sweeper, SweepPolicy
+from reconciler.sweep import Sweeper
 
 
 @dataclass(frozen=True, slots=True)

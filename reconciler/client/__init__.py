@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.client.calls import Recorded
-from reconciler.client.effects import AsyncTrackedEffect, TrackedEffect, outcome_of
+from reconciler.client.calls import Reply
+from reconciler.client.effects import AsyncTrackedEffect, TrackedEffect
 from reconciler.client.http import AsyncReconcilerClient, ReconcilerClient
 from reconciler.domain import Effect
 from reconciler.hashing import derive_idempotency_key, request_hash
+from reconciler.outcomes import outcome_of
 from reconciler.schemas import IntentIn
 
 
@@ -35,7 +36,7 @@ __all__ = [
     "AsyncReconcilerClient",
     "AsyncTrackedEffect",
     "ReconcilerClient",
-    "Recorded",
+    "Reply",
     "TrackedEffect",
     "intent",
     "outcome_of",

@@ -32,7 +32,7 @@ REFUSAL_STATUSES = frozenset({409, 422})
 
 
 @dataclass(frozen=True, slots=True)
-class Recorded(Generic[T]):
+class Reply(Generic[T]):
     """An answer to a recording call: the operation as it now stands, and whether the call
     created something (False for an identical repeat)."""
 
@@ -55,7 +55,7 @@ class Call(Generic[T]):
             self.method, self.path, content=content, params=self.params or None,
             headers={"Content-Type": "application/json"} if content else None)
 
-    def answer(self, response: httpx.Response) -> T:
+    def parse(self, response: httpx.Response) -> T:
         if response.status_code == 404 and self.operation_id is not None:
             raise UnknownOperationError(
                 f"the sidecar has no operation {self.operation_id!r}; record its intent first",
@@ -81,10 +81,10 @@ def _model(model: type[BaseModel], operation_id: str | None) -> Callable[[httpx.
     return read
 
 
-def _recorded(operation_id: str) -> Callable[[httpx.Response], Recorded[OperationOut]]:
-    def read(response: httpx.Response) -> Recorded[OperationOut]:
+def _recorded(operation_id: str) -> Callable[[httpx.Response], Reply[OperationOut]]:
+    def read(response: httpx.Response) -> Reply[OperationOut]:
         if response.is_success:
-            return Recorded(OperationOut.model_validate_json(response.content),
+            return Reply(OperationOut.model_validate_json(response.content),
                             response.status_code == 201)
         raise _problem(response, operation_id)
     return read
@@ -106,17 +106,17 @@ def _op(operation_id: str, suffix: str = "") -> str:
     return f"/v1/operations/{quote(operation_id, safe='')}{suffix}"
 
 
-def record_intent(intent: IntentIn) -> Call[Recorded[OperationOut]]:
+def record_intent(intent: IntentIn) -> Call[Reply[OperationOut]]:
     return Call("POST", "/v1/operations", _recorded(intent.operation_id), None, intent)
 
 
-def record_attempt(operation_id: str, attempt: AttemptIn) -> Call[Recorded[OperationOut]]:
+def record_attempt(operation_id: str, attempt: AttemptIn) -> Call[Reply[OperationOut]]:
     return Call("POST", _op(operation_id, "/attempts"), _recorded(operation_id), operation_id,
                 attempt)
 
 
 def record_evidence(operation_id: str,
-                    evidence: ReceiptIn | ObservationIn) -> Call[Recorded[OperationOut]]:
+                    evidence: ReceiptIn | ObservationIn) -> Call[Reply[OperationOut]]:
     return Call("POST", _op(operation_id, "/evidence"), _recorded(operation_id), operation_id,
                 evidence)
 
@@ -135,12 +135,12 @@ def reconcile(operation_id: str) -> Call[OperationOut]:
                 operation_id)
 
 
-def resolve(operation_id: str, resolution: ResolutionIn) -> Call[Recorded[OperationOut]]:
+def resolve(operation_id: str, resolution: ResolutionIn) -> Call[Reply[OperationOut]]:
     return Call("POST", _op(operation_id, "/resolution"), _recorded(operation_id),
                 operation_id, resolution)
 
 
-def approve(operation_id: str, approval: ApprovalIn) -> Call[Recorded[OperationOut]]:
+def approve(operation_id: str, approval: ApprovalIn) -> Call[Reply[OperationOut]]:
     return Call("POST", _op(operation_id, "/approval"), _recorded(operation_id), operation_id,
                 approval)
 

@@ -18,38 +18,48 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Self
+from typing import Protocol, Self
 
 import httpx
 
+from reconciler.client.calls import Reply
 from reconciler.domain import Outcome
 from reconciler.errors import RetryRefusedError
-from reconciler.schemas import AttemptIn, IntentIn, MatchIn, RetryIn, RetryOut
-
-if TYPE_CHECKING:
-    from reconciler.client.http import AsyncReconcilerClient, ReconcilerClient
+from reconciler.outcomes import outcome_of
+from reconciler.schemas import AttemptIn, IntentIn, MatchIn, OperationOut, RetryIn, RetryOut
 
 ReceiptReader = Callable[[httpx.Response], MatchIn | None]
+
+
+class Recorder(Protocol):
+    """What a tracked effect needs of a client (`ReconcilerClient` is one)."""
+
+    def record_intent(self, intent: IntentIn) -> Reply[OperationOut]: ...
+
+    def record_attempt(self, operation_id: str, attempt: AttemptIn) -> Reply[OperationOut]: ...
+
+    def reconcile(self, operation_id: str) -> OperationOut: ...
+
+    def ask_retry(self, operation_id: str, retry: RetryIn) -> RetryOut: ...
+
+
+class AsyncRecorder(Protocol):
+    """What an async tracked effect needs of a client (`AsyncReconcilerClient` is one)."""
+
+    async def record_intent(self, intent: IntentIn) -> Reply[OperationOut]: ...
+
+    async def record_attempt(self, operation_id: str,
+                             attempt: AttemptIn) -> Reply[OperationOut]: ...
+
+    async def reconcile(self, operation_id: str) -> OperationOut: ...
+
+    async def ask_retry(self, operation_id: str, retry: RetryIn) -> RetryOut: ...
 
 
 def default_holder() -> str:
     """A holder id unique to this process and call: host, pid, random suffix."""
     host = "".join(c if c.isalnum() or c in ".-" else "-" for c in socket.gethostname())
     return f"{host or 'worker'}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def outcome_of(exc: BaseException) -> Outcome | None:
-    """The transport outcome an httpx exception means; None if it is not a transport failure.
-
-    A connect failure means no byte of the request left the client; a timeout after that may
-    have reached the provider, so it is a timeout, never `not_sent`."""
-    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
-        return Outcome.NOT_SENT
-    if isinstance(exc, httpx.TimeoutException):
-        return Outcome.TIMEOUT
-    if isinstance(exc, httpx.TransportError):
-        return Outcome.CONNECTION_ERROR
-    return None
 
 
 class _Tracking:
@@ -78,11 +88,13 @@ class _Tracking:
     def _check(self, answer: RetryOut) -> None:
         self.last_answer = answer
         if not answer.allowed:
-            raise RetryRefusedError(self.operation_id, answer, answer.reason)
+            raise RetryRefusedError(self.operation_id, answer.verdict.value, answer.reason,
+                                    answer.findings)
         expires = answer.lease_expires_at
         if expires is not None and expires <= datetime.now(UTC):
-            raise RetryRefusedError(self.operation_id, answer,
-                                    "the retry lease expired before dispatch; ask again")
+            raise RetryRefusedError(self.operation_id, answer.verdict.value,
+                                    "the retry lease expired before dispatch; ask again",
+                                    answer.findings)
 
     def _attempt(self, at: datetime, response: httpx.Response | None,
                  error: BaseException | None) -> AttemptIn:
@@ -100,7 +112,7 @@ class _Tracking:
 class TrackedEffect(_Tracking):
     """A side effect tracked through a `ReconcilerClient`; see the module docstring."""
 
-    def __init__(self, client: ReconcilerClient, intent: IntentIn, holder: str | None = None,
+    def __init__(self, client: Recorder, intent: IntentIn, holder: str | None = None,
                  receipt: ReceiptReader | None = None) -> None:
         super().__init__(intent, holder, receipt)
         self.client = client
@@ -133,7 +145,7 @@ class TrackedEffect(_Tracking):
 class AsyncTrackedEffect(_Tracking):
     """The async twin of `TrackedEffect`."""
 
-    def __init__(self, client: AsyncReconcilerClient, intent: IntentIn,
+    def __init__(self, client: AsyncRecorder, intent: IntentIn,
                  holder: str | None = None, receipt: ReceiptReader | None = None) -> None:
         super().__init__(intent, holder, receipt)
         self.client = client

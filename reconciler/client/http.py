@@ -10,7 +10,7 @@ from typing import Any, Self, TypeVar
 import httpx
 
 from reconciler.client import calls
-from reconciler.client.calls import Call, Recorded
+from reconciler.client.calls import Call, Reply
 from reconciler.client.effects import AsyncTrackedEffect, ReceiptReader, TrackedEffect
 from reconciler.schemas import (
     ApprovalIn,
@@ -48,16 +48,16 @@ class ReconcilerClient:
                                  **_settings(base_url, token))
 
     def send(self, call: Call[T]) -> T:
-        return call.answer(self.http.send(call.request(self.http)))
+        return call.parse(self.http.send(call.request(self.http)))
 
-    def record_intent(self, intent: IntentIn) -> Recorded[OperationOut]:
+    def record_intent(self, intent: IntentIn) -> Reply[OperationOut]:
         return self.send(calls.record_intent(intent))
 
-    def record_attempt(self, operation_id: str, attempt: AttemptIn) -> Recorded[OperationOut]:
+    def record_attempt(self, operation_id: str, attempt: AttemptIn) -> Reply[OperationOut]:
         return self.send(calls.record_attempt(operation_id, attempt))
 
     def record_evidence(self, operation_id: str,
-                        evidence: ReceiptIn | ObservationIn) -> Recorded[OperationOut]:
+                        evidence: ReceiptIn | ObservationIn) -> Reply[OperationOut]:
         return self.send(calls.record_evidence(operation_id, evidence))
 
     def get(self, operation_id: str) -> OperationOut:
@@ -69,10 +69,10 @@ class ReconcilerClient:
     def reconcile(self, operation_id: str) -> OperationOut:
         return self.send(calls.reconcile(operation_id))
 
-    def resolve(self, operation_id: str, resolution: ResolutionIn) -> Recorded[OperationOut]:
+    def resolve(self, operation_id: str, resolution: ResolutionIn) -> Reply[OperationOut]:
         return self.send(calls.resolve(operation_id, resolution))
 
-    def approve(self, operation_id: str, approval: ApprovalIn) -> Recorded[OperationOut]:
+    def approve(self, operation_id: str, approval: ApprovalIn) -> Reply[OperationOut]:
         return self.send(calls.approve(operation_id, approval))
 
     def list(self, *, verdict: str | None = None, escalated: bool | None = None,
@@ -104,17 +104,17 @@ class AsyncReconcilerClient:
                                       **_settings(base_url, token))
 
     async def send(self, call: Call[T]) -> T:
-        return call.answer(await self.http.send(call.request(self.http)))
+        return call.parse(await self.http.send(call.request(self.http)))
 
-    async def record_intent(self, intent: IntentIn) -> Recorded[OperationOut]:
+    async def record_intent(self, intent: IntentIn) -> Reply[OperationOut]:
         return await self.send(calls.record_intent(intent))
 
     async def record_attempt(self, operation_id: str,
-                             attempt: AttemptIn) -> Recorded[OperationOut]:
+                             attempt: AttemptIn) -> Reply[OperationOut]:
         return await self.send(calls.record_attempt(operation_id, attempt))
 
     async def record_evidence(self, operation_id: str,
-                              evidence: ReceiptIn | ObservationIn) -> Recorded[OperationOut]:
+                              evidence: ReceiptIn | ObservationIn) -> Reply[OperationOut]:
         return await self.send(calls.record_evidence(operation_id, evidence))
 
     async def get(self, operation_id: str) -> OperationOut:
@@ -127,10 +127,10 @@ class AsyncReconcilerClient:
         return await self.send(calls.reconcile(operation_id))
 
     async def resolve(self, operation_id: str,
-                      resolution: ResolutionIn) -> Recorded[OperationOut]:
+                      resolution: ResolutionIn) -> Reply[OperationOut]:
         return await self.send(calls.resolve(operation_id, resolution))
 
-    async def approve(self, operation_id: str, approval: ApprovalIn) -> Recorded[OperationOut]:
+    async def approve(self, operation_id: str, approval: ApprovalIn) -> Reply[OperationOut]:
         return await self.send(calls.approve(operation_id, approval))
 
     async def list(self, *, verdict: str | None = None, escalated: bool | None = None,

@@ -27,10 +27,11 @@ from reconciler.gate import RetryGate, RetryRequest
 from reconciler.hashing import derive_idempotency_key
 from reconciler.ledger import Judgement, Ledger
 from reconciler.sandbox import RunningSandbox, running_sandbox
+from reconciler.schedule import SweepPolicy
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
-from reconciler.sweep import Sweeper, SweepPolicy
+from reconciler.sweep import Sweeper
 
 RUN_ID = "demo-run"
 #: Reconcile rounds per dispatch, and the real-time wait between them: enough to outlast the

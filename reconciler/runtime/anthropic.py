@@ -19,15 +19,14 @@ import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from reconciler.errors import ReconcilerError
-from reconciler.runtime.models import (
-    Model,
-    ModelCallError,
+from reconciler.runs.messages import (
     ModelRequest,
     ModelResponse,
     message_to_json,
     response_from_json,
     tool_to_json,
 )
+from reconciler.runtime.models import Model, ModelCallError
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 
 from reconciler.errors import ContinuationError
-from reconciler.runtime.events import RunView
+from reconciler.runs.events import RunView
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,10 @@ from reconciler.domain import Approval, Resolution, Verdict
 from reconciler.errors import ApprovalError, RunConflictError
 from reconciler.gate import RetryGate
 from reconciler.ledger import Ledger
+from reconciler.ports import Journal
+from reconciler.runs.events import CallView, EventKind, RunView
+from reconciler.runs.messages import ModelRequest, TextBlock, message_to_json, usage_to_json
+from reconciler.runs.states import RunState
 from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable
 from reconciler.runtime.continuation import (
     ContinueRequest,
@@ -30,7 +34,6 @@ from reconciler.runtime.continuation import (
     new_request_id,
     out_of_time,
 )
-from reconciler.runtime.events import CallView, Kind, RunView
 from reconciler.runtime.guards import (
     FINAL_NOTICE,
     RunConfig,
@@ -39,16 +42,7 @@ from reconciler.runtime.guards import (
     over_limit_message,
     repeat_message,
 )
-from reconciler.runtime.journal import Journal
-from reconciler.runtime.models import (
-    Model,
-    ModelCallError,
-    ModelRequest,
-    TextBlock,
-    message_to_json,
-    usage_to_json,
-)
-from reconciler.runtime.states import RunState
+from reconciler.runtime.models import Model, ModelCallError
 from reconciler.runtime.toolgate import Hook, Reconcile, ToolGate, no_hook
 from reconciler.runtime.tools import Tool, by_name
 
@@ -140,7 +134,7 @@ class AgentRuntime:
         changes, e.g. a larger budget) and advance it."""
         view = self.journal.load(run_id)
         RunConfig.of({**view.config, **(config or {})})
-        self.journal.append(view, Kind.RESUMED, {"config": config or {}}, self._now())
+        self.journal.append(view, EventKind.RESUMED, {"config": config or {}}, self._now())
         return await self.advance(run_id, deadline=deadline)
 
     async def continue_(self, run_id: str, continue_request_id: str, *,
@@ -148,7 +142,7 @@ class AgentRuntime:
         """Answer a task_continue_request: go on where the run paused."""
         view = self.journal.load(run_id)
         check_response(view, continue_request_id)
-        self.journal.append(view, Kind.CONTINUED, {"request_id": continue_request_id},
+        self.journal.append(view, EventKind.CONTINUED, {"request_id": continue_request_id},
                             self._now())
         return await self.advance(run_id, deadline=deadline)
 
@@ -176,12 +170,13 @@ class AgentRuntime:
                 Resolution(op, now, Verdict.VERIFIED_NOT_APPLIED, actor, note))
         if op is not None and decision in ("not_applied", "approve_retry"):
             self.ledger.record_evidence(Approval(op, now, actor, note))
-        view = self.journal.append(view, Kind.APPROVAL_DECIDED, {
+        view = self.journal.append(view, EventKind.APPROVAL_DECIDED, {
             "tool_call_id": call.tool_call_id, "decision": decision, "actor": actor,
             "note": note}, now)
         if decision == "reject":
-            view = self.toolgate.answer(view, call, f"Rejected by {actor}: {note or 'no reason'}."
-                                        " The call was not run.", "rejected")
+            view = self.toolgate.error_result(
+                view, call, f"Rejected by {actor}: {note or 'no reason'}. The call was not run.",
+                "rejected")
         return view
 
     async def cancel(self, run_id: str, reason: str, *, wait_s: float = 30.0) -> RunView:
@@ -204,7 +199,7 @@ class AgentRuntime:
         view = self.journal.load(run_id)
         config = RunConfig.of(view.config)
         if view.state is S.QUEUED:
-            view = self._append(view, Kind.STARTED, {})
+            view = self._append(view, EventKind.STARTED, {})
         view = self._expire(view, config)
         if view.state not in _LIVE:
             return Advance(view)
@@ -223,7 +218,7 @@ class AgentRuntime:
                     return Advance(view)
             answered = bool(view.assistant) and view.assistant[-1][0] == view.turn
             if answered and view.checkpoint_turn < view.turn:
-                view = self._append(view, Kind.CHECKPOINT,
+                view = self._append(view, EventKind.CHECKPOINT,
                                     {"turn": view.turn, "tool_steps": view.tool_steps})
                 self.hook("checkpointed", run_id, None)
             if answered:
@@ -236,7 +231,7 @@ class AgentRuntime:
             if out_of_time(deadline, config.step_reserve_s):
                 return self._pause(view)
             if answered or view.turn == 0:
-                view = self._append(view, Kind.TURN, {"turn": view.turn + 1})
+                view = self._append(view, EventKind.TURN, {"turn": view.turn + 1})
             try:
                 view = await self._ask_model(view, config, signal)
             except Cancelled as cancelled:
@@ -262,7 +257,7 @@ class AgentRuntime:
             raise ModelCallError(f"{type(exc).__name__}: {exc}") from exc
         self.hook("model_answered", view.run_id, None)
         message = response.message()
-        view = self._append(view, Kind.ASSISTANT, {
+        view = self._append(view, EventKind.ASSISTANT, {
             "turn": view.turn, "message": message_to_json(message),
             "usage": usage_to_json(response.usage), "stop_reason": response.stop_reason})
         self.hook("assistant_recorded", view.run_id, None)
@@ -282,7 +277,7 @@ class AgentRuntime:
                       signal: CancelSignal) -> RunView:
         why = self._guard(view, call.tool_call_id, config) if call.dispatches == 0 else None
         if why is not None:
-            return self.toolgate.answer(view, call, why, "guard")
+            return self.toolgate.error_result(view, call, why, "guard")
         return await self.toolgate.settle(view, call, config, signal)
 
     def _guard(self, view: RunView, tool_call_id: str, config: RunConfig) -> str | None:
@@ -305,17 +300,17 @@ class AgentRuntime:
         output = "\n".join(b.text for b in last.content if isinstance(b, TextBlock))
         stop = "max_turns" if last.tool_uses() and view.turn >= config.max_turns else (
             view.model_stop or "end_turn")
-        return self._append(view, Kind.COMPLETED, {
+        return self._append(view, EventKind.COMPLETED, {
             "output": output, "stop_reason": stop, "usage": usage_to_json(view.usage)})
 
     def _fail(self, view: RunView, code: str, phase: str, message: str) -> RunView:
-        return self._append(view, Kind.FAILED, {
+        return self._append(view, EventKind.FAILED, {
             "error_code": code, "phase": phase, "message": message,
             "last_checkpoint": view.checkpoint_turn})
 
     def _pause(self, view: RunView) -> Advance:
         request_id = new_request_id()
-        view = self._append(view, Kind.CONTINUE_REQUESTED,
+        view = self._append(view, EventKind.CONTINUE_REQUESTED,
                             {"request_id": request_id, "tool_steps": view.tool_steps})
         return Advance(view, ContinueRequest(request_id, view.run_id, view.tool_steps))
 
@@ -330,11 +325,12 @@ class AgentRuntime:
                         "again.")
             else:
                 text = f"Cancelled ({reason}); the call was not run."
-            view = self.toolgate.answer(view, call, text, "cancelled")
+            view = self.toolgate.error_result(view, call, text, "cancelled")
         partial = [{"tool_call_id": c.tool_call_id, "source": c.result_source,
                     "is_error": c.result.is_error if c.result else None}
                    for c in view.turn_calls(view.turn)]
-        return self._append(view, Kind.CANCELLED, {"reason": reason, "partial_results": partial})
+        return self._append(view, EventKind.CANCELLED,
+                            {"reason": reason, "partial_results": partial})
 
     def _expire(self, view: RunView, config: RunConfig) -> RunView:
         pending = view.approval
@@ -342,9 +338,9 @@ class AgentRuntime:
             return view
         if self._now() - pending.requested_at < timedelta(seconds=config.approval_timeout_s):
             return view
-        return self._append(view, Kind.TIMED_OUT, {
+        return self._append(view, EventKind.TIMED_OUT, {
             "reason": f"no decision on tool call {pending.tool_call_id} within "
                       f"{config.approval_timeout_s:g}s", "tool_call_id": pending.tool_call_id})
 
-    def _append(self, view: RunView, kind: Kind, data: dict[str, Any]) -> RunView:
+    def _append(self, view: RunView, kind: EventKind, data: dict[str, Any]) -> RunView:
         return self.journal.append(view, kind, data, self._now())

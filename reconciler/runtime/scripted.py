@@ -11,15 +11,15 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from reconciler.runtime.models import (
+from reconciler.runs.messages import (
     Block,
-    Model,
     ModelRequest,
     ModelResponse,
     TextBlock,
     ToolUseBlock,
     Usage,
 )
+from reconciler.runtime.models import Model
 
 #: A step: the response itself, or a function of the request that computes it (to answer from
 #: the tool results the conversation holds).

@@ -26,17 +26,17 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from reconciler.client.effects import outcome_of
 from reconciler.domain import Attempt, Effect, Intent, Observation, Outcome, Receipt, Verdict
 from reconciler.errors import AttemptConflictError, RunConflictError
 from reconciler.gate import RetryGate, RetryRequest
 from reconciler.hashing import request_hash
 from reconciler.ledger import Judgement, Ledger
+from reconciler.outcomes import outcome_of
+from reconciler.ports import Journal
+from reconciler.runs.events import CallView, EventKind, RunView
+from reconciler.runs.messages import ToolUseBlock
 from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable
-from reconciler.runtime.events import CallView, Kind, RunView
 from reconciler.runtime.guards import RunConfig
-from reconciler.runtime.journal import Journal
-from reconciler.runtime.models import ToolUseBlock
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput, call_key, operation_id
 
 #: Probe an operation once, now (`Sweeper.reconcile`); None when another sweeper holds it.
@@ -76,7 +76,7 @@ class ToolGate:
         tool = self.tools.get(use.name)
         effect = tool.effect if tool else Effect.READ_ONLY
         side_effect = effect is not Effect.READ_ONLY
-        view = self.journal.append(view, Kind.TOOL_REQUESTED, {
+        view = self.journal.append(view, EventKind.TOOL_REQUESTED, {
             "turn": turn, "tool_call_id": use.id, "name": use.name, "input": dict(use.input),
             "arguments_hash": request_hash(dict(use.input)), "effect": effect.value,
             "idempotency_key": call_key(view.run_id, use.id),
@@ -85,9 +85,9 @@ class ToolGate:
         self.hook("requested", view.run_id, use.id)
         return view
 
-    def answer(self, view: RunView, call: CallView, content: str, source: str) -> RunView:
+    def error_result(self, view: RunView, call: CallView, content: str, source: str) -> RunView:
         """Record a result the runtime wrote itself (a guard, a refusal, a cancellation)."""
-        return self.journal.append(view, Kind.TOOL_RESULT, {
+        return self.journal.append(view, EventKind.TOOL_RESULT, {
             "turn": call.turn, "tool_call_id": call.tool_call_id, "content": content,
             "is_error": True, "source": source}, self.now())
 
@@ -97,7 +97,7 @@ class ToolGate:
         tool = self.tools.get(call.name)
         if tool is None:
             names = ", ".join(sorted(self.tools)) or "none"
-            return self.answer(view, call, f"Unknown tool {call.name!r}; available: {names}.",
+            return self.error_result(view, call, f"Unknown tool {call.name!r}; available: {names}.",
                                "guard")
         if call.dispatches == 0 or tool.effect is Effect.READ_ONLY:
             if call.dispatches == 0 and tool.effect is not Effect.READ_ONLY:
@@ -110,7 +110,7 @@ class ToolGate:
     async def _dispatch(self, view: RunView, tool: Tool, call: CallView, config: RunConfig,
                         cancel: CancelSignal) -> RunView:
         number = call.dispatches + 1
-        view = self.journal.append(view, Kind.TOOL_DISPATCHED, {
+        view = self.journal.append(view, EventKind.TOOL_DISPATCHED, {
             "turn": call.turn, "tool_call_id": call.tool_call_id, "attempt": number}, self.now())
         call = view.calls[call.tool_call_id]
         self.hook("dispatched", view.run_id, call.tool_call_id)
@@ -128,7 +128,7 @@ class ToolGate:
             if output.outcome is not Outcome.RESPONSE:
                 # Sent, or maybe sent, with no answer: only the provider can say what happened.
                 return await self._recover(view, tool, call, config, cancel)
-        view = self.journal.append(view, Kind.TOOL_RESULT, {
+        view = self.journal.append(view, EventKind.TOOL_RESULT, {
             "turn": call.turn, "tool_call_id": call.tool_call_id, "content": output.content,
             "is_error": output.is_error, "source": "handler"}, self.now())
         self.hook("result_recorded", view.run_id, call.tool_call_id)
@@ -141,7 +141,7 @@ class ToolGate:
         judgement = await self._reconciled(call.operation_id, config, cancel)
         verdict = judgement.decision.verdict
         if verdict is Verdict.VERIFIED_APPLIED:
-            return self.journal.append(view, Kind.TOOL_RESULT, {
+            return self.journal.append(view, EventKind.TOOL_RESULT, {
                 "turn": call.turn, "tool_call_id": call.tool_call_id,
                 "content": evidence_result(judgement), "is_error": False,
                 "source": "reconciled"}, self.now())
@@ -153,7 +153,7 @@ class ToolGate:
             if answer.allowed:
                 return await self._dispatch(view, tool, call, config, cancel)
             reason = answer.reason
-        return self.journal.append(view, Kind.APPROVAL_REQUESTED, {
+        return self.journal.append(view, EventKind.APPROVAL_REQUESTED, {
             "turn": call.turn, "tool_call_id": call.tool_call_id,
             "resume_token": uuid.uuid4().hex,
             "payload": {"operation_id": call.operation_id, "tool": call.name,

@@ -13,7 +13,7 @@ from typing import Any
 
 from reconciler.domain import Effect, Match, Outcome
 from reconciler.hashing import derive_idempotency_key, request_hash
-from reconciler.runtime.models import ToolSpec
+from reconciler.runs.messages import ToolSpec
 
 
 @dataclass(frozen=True, slots=True)

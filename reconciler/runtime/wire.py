@@ -14,10 +14,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
-from reconciler.runtime.events import CallView, Kind, RunEvent, RunView
+from reconciler.runs.events import CallView, EventKind, RunEvent, RunView
+from reconciler.runs.messages import usage_to_json
+from reconciler.runs.states import RunState
 from reconciler.runtime.guards import RunConfig
-from reconciler.runtime.models import usage_to_json
-from reconciler.runtime.states import RunState
 from reconciler.schemas import Name, Note
 
 #: The caller's wait for an answer, at most: a run goes on past it only by the step under way.
@@ -161,7 +161,7 @@ class RunOut(BaseModel):
 
 class RunEventOut(BaseModel):
     seq: int
-    kind: Kind
+    kind: EventKind
     at: datetime
     data: dict[str, Any]
 

@@ -18,8 +18,8 @@ from reconciler.service.problems import (
     install_problem_handlers,
     problem_responses,
 )
-from reconciler.service.runtime import build_runtime, lifespan
 from reconciler.service.settings import Settings
+from reconciler.service.wiring import build_wiring, lifespan
 from reconciler.sweep import ProbeLookup
 
 
@@ -40,9 +40,9 @@ def create_app(settings: Settings, *, ledger: Ledger | None = None,
                   description="Records intents before dispatch, asks providers what happened, "
                   "and gates every retry on evidence.",
                   responses=problem_responses(*COMMON_PROBLEMS))
-    app.state.runtime = build_runtime(settings, ledger, probes_for)
+    app.state.wiring = build_wiring(settings, ledger, probes_for)
     agent = agent or (load_agent(settings.agent) if settings.agent else None)
-    app.state.runs = runs.build_runs(app.state.runtime, agent) if agent else None
+    app.state.runs = runs.build_runs(app.state.wiring, agent) if agent else None
     routers = (operations.router, runs.router, webhooks.router, health.router)
     for router in routers:
         app.include_router(router)

@@ -14,10 +14,9 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from reconciler.metrics import STORE_DURATION
-from reconciler.store.leases import SqlLeases
-from reconciler.store.sql import SqlStore
+from reconciler.ports import Leases
 
-T = TypeVar("T", SqlStore, SqlLeases)
+T = TypeVar("T")
 
 
 def timed_calls(target: T) -> T:
@@ -46,7 +45,7 @@ def _timed(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def reconcile_lag_s(leases: SqlLeases, now: datetime) -> float:
+def reconcile_lag_s(leases: Leases, now: datetime) -> float:
     """Seconds the longest-waiting due operation has waited (0 when none is due)."""
     oldest = leases.oldest_due(now)
     if oldest is None:

@@ -9,8 +9,6 @@ route's converter leaves those to them, so no two routes claim one path.
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
-from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request, Response
@@ -25,7 +23,7 @@ from reconciler.domain import (
     Receipt,
     Resolution,
 )
-from reconciler.errors import AttemptConflictError, IntentConflictError
+from reconciler.errors import IntentConflictError
 from reconciler.gate import GateResult, RetryRequest
 from reconciler.metrics import ATTEMPTS, INTENTS, RETRY_DECISIONS, VERDICTS
 from reconciler.schemas import (
@@ -51,8 +49,8 @@ from reconciler.service.problems import (
     ProblemError,
     problem_responses,
 )
-from reconciler.service.runtime import Rt, Runtime
 from reconciler.service.views import retry_out, summary_out
+from reconciler.service.wiring import Wired
 
 #: The routes under an operation: an id ending in `/<action>` could not be read back.
 ACTIONS = ("attempts", "evidence", "retry", "reconcile", "resolution", "approval")
@@ -77,33 +75,6 @@ router = APIRouter(prefix="/v1/operations", tags=["operations"])
 
 OperationId = Annotated[str, Path(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
 
-#: How far ahead of the server's clock a client's timestamp may be. Evidence dated in the future
-#: could pass for a zero observed after a retry that has not happened yet: keep it to jitter.
-MAX_CLOCK_SKEW = timedelta(seconds=1)
-
-
-def _at(given: datetime | None, rt: Runtime) -> datetime:
-    """The time of a fact: the client's when given (in UTC, not in the future), else the
-    server's."""
-    now = rt.ledger.clock()
-    if given is None:
-        return now
-    try:
-        in_utc = given.astimezone(UTC)
-    except OverflowError:  # 0001-01-01T00:00:00+01:00: valid RFC 3339, before year 1 in UTC
-        raise _bad_at("out_of_range", "'at' is outside years 1 to 9999 once in UTC; send it "
-                      "in UTC") from None
-    if in_utc > now + MAX_CLOCK_SKEW:
-        raise _bad_at("future", "'at' is in the future by the server's clock; omit it "
-                      "to use the server's time")
-    return in_utc
-
-
-def _bad_at(kind: str, detail: str) -> ProblemError:
-    return ProblemError(VALIDATION, detail, extensions={"errors": [
-        {"loc": ["body", "at"], "msg": kind.replace("_", " "), "type": kind}]})
-
-
 def _match(match: MatchIn | None) -> Match | None:
     return Match(match.provider_ref, match.request_hash) if match else None
 
@@ -111,7 +82,7 @@ def _match(match: MatchIn | None) -> Match | None:
 @router.post("", status_code=201, response_model=OperationOut,
              responses={200: {"model": OperationOut, "description": "identical repeat"},
                         **problem_responses(409)})
-def record_intent(body: IntentIn, rt: Rt, response: Response) -> OperationOut:
+def record_intent(body: IntentIn, wiring: Wired, response: Response) -> OperationOut:
     """Record an intent before dispatch (the time is the server's)."""
     if body.operation_id.rpartition("/")[2] in ACTIONS and "/" in body.operation_id:
         raise ProblemError(VALIDATION, "an operation id cannot end in /" + "|".join(ACTIONS),
@@ -119,21 +90,21 @@ def record_intent(body: IntentIn, rt: Rt, response: Response) -> OperationOut:
                                                    "msg": "ends in an action name",
                                                    "type": "ambiguous_id"}]})
     intent = Intent(body.operation_id, body.request_hash, body.idempotency_key, body.provider,
-                    body.action, body.effect, rt.ledger.clock(), body.run_id, body.tool_call_id,
+                    body.action, body.effect, wiring.ledger.clock(), body.run_id, body.tool_call_id,
                     dict(body.correlation))
     try:
-        recorded = rt.ledger.record_intent(intent)
+        recorded = wiring.ledger.record_intent(intent)
     except IntentConflictError:
         INTENTS.labels(result="conflict").inc()
         raise
     INTENTS.labels(result="created" if recorded.created else "repeat").inc()
     if not recorded.created:
         response.status_code = 200
-    return rt.answer(recorded.judgement)
+    return wiring.operation_out(recorded.judgement)
 
 
 @router.get("", response_model=OperationListOut)
-def list_operations(rt: Rt, query: Annotated[OperationQueryIn, Query()],
+def list_operations(wiring: Wired, query: Annotated[OperationQueryIn, Query()],
                     request: Request) -> OperationListOut:
     """Operations in id order, filtered by cached verdict and escalation."""
     params = request.query_params
@@ -144,7 +115,7 @@ def list_operations(rt: Rt, query: Annotated[OperationQueryIn, Query()],
                            extensions={"errors": [
                                {"loc": ["query", name], "msg": "given more than once",
                                 "type": "repeated"} for name in repeated]})
-    page = rt.store.list_operations(
+    page = wiring.store.list_operations(
         verdict=query.verdict.value if query.verdict else None, escalated=query.escalated,
         after=query.after, limit=query.limit + 1)
     items = [summary_out(s) for s in page[:query.limit]]
@@ -154,55 +125,48 @@ def list_operations(rt: Rt, query: Annotated[OperationQueryIn, Query()],
 
 @router.get("/{operation_id:readable_id}", response_model=OperationOut,
             responses=problem_responses(404))
-def get_operation(operation_id: OperationId, rt: Rt) -> OperationOut:
+def get_operation(operation_id: OperationId, wiring: Wired) -> OperationOut:
     """Intent, attempts, evidence timeline, verdict, findings and next action, decided now."""
-    return rt.answer(rt.ledger.judge(operation_id))
+    return wiring.operation_out(wiring.ledger.judge(operation_id))
 
 
 @router.post("/{operation_id:path}/attempts", status_code=201, response_model=OperationOut,
              responses={200: {"model": OperationOut, "description": "identical repeat"},
                         **problem_responses(404, 409)})
-def record_attempt(operation_id: OperationId, body: AttemptIn, rt: Rt,
+def record_attempt(operation_id: OperationId, body: AttemptIn, wiring: Wired,
                    response: Response) -> OperationOut:
     """Record one dispatch and what the caller saw of it."""
     attempt = Attempt(operation_id, body.attempt, body.idempotency_key, body.request_hash,
-                      _at(body.at, rt), body.outcome, body.status, _match(body.receipt))
-    try:
-        recorded = rt.ledger.record_attempt(attempt)
-    except AttemptConflictError:
-        # A resent request without `at` is the same attempt, not a conflicting one: only here,
-        # off the hot path, is the recorded attempt read back to tell.
-        same = {a.number: a for a in rt.store.facts(operation_id).attempts}.get(attempt.number)
-        if body.at is not None or same is None or replace(attempt, at=same.at) != same:
-            raise
-        recorded = rt.ledger.record_attempt(same)
+                      wiring.ledger.time_of(body.at), body.outcome, body.status,
+                      _match(body.receipt))
+    recorded = wiring.ledger.record_attempt(attempt, stamped=body.at is None)
     if recorded.created:
         ATTEMPTS.labels(outcome=attempt.outcome.value).inc()
     else:
         response.status_code = 200
-    return rt.answer(recorded.judgement)
+    return wiring.operation_out(recorded.judgement)
 
 
 @router.post("/{operation_id:path}/evidence", status_code=201, response_model=OperationOut,
              responses=problem_responses(404))
-def record_evidence(operation_id: OperationId, body: EvidenceIn, rt: Rt) -> OperationOut:
+def record_evidence(operation_id: OperationId, body: EvidenceIn, wiring: Wired) -> OperationOut:
     """Record a receipt or an observation made outside the sidecar's own probes."""
-    at = _at(body.at, rt)
+    at = wiring.ledger.time_of(body.at)
     evidence = (Observation(operation_id, at, body.probe, body.authority,
                             tuple(Match(m.provider_ref, m.request_hash) for m in body.matches),
                             body.error)
                 if isinstance(body, ObservationIn) else
                 Receipt(operation_id, at, body.provider_ref, body.request_hash, body.source))
-    return rt.answer(rt.ledger.record_evidence(evidence))
+    return wiring.operation_out(wiring.ledger.record_evidence(evidence))
 
 
 @router.post("/{operation_id:path}/retry", response_model=RetryOut,
              responses=problem_responses(404, 409, 422))
-def ask_retry(operation_id: OperationId, body: RetryIn, rt: Rt) -> RetryOut:
+def ask_retry(operation_id: OperationId, body: RetryIn, wiring: Wired) -> RetryOut:
     """Ask before a retry. 200 with `allowed` true (you hold the lease) or false; 409 while
     another caller holds the lease; 422 when the key or hash is not the intent's."""
     holder = body.holder or f"holder-{uuid.uuid4().hex}"
-    answer = rt.gate.ask(RetryRequest(operation_id, body.idempotency_key, body.request_hash,
+    answer = wiring.gate.ask(RetryRequest(operation_id, body.idempotency_key, body.request_hash,
                                       holder))
     RETRY_DECISIONS.labels(result=answer.result.value).inc()
     VERDICTS.labels(verdict=answer.verdict.value).inc()
@@ -217,27 +181,27 @@ def ask_retry(operation_id: OperationId, body: RetryIn, rt: Rt) -> RetryOut:
 
 @router.post("/{operation_id:path}/reconcile", response_model=OperationOut,
              responses=problem_responses(404, 409))
-def reconcile(operation_id: OperationId, rt: Rt) -> OperationOut:
+def reconcile(operation_id: OperationId, wiring: Wired) -> OperationOut:
     """Run the operation's probes now (each bounded by the probe timeout) and decide again."""
-    judgement = rt.sweeper.reconcile(operation_id)
+    judgement = wiring.sweeper.reconcile(operation_id)
     if judgement is None:
-        rt.store.facts(operation_id)  # an unknown operation has no lease to lose: 404 it
+        wiring.store.facts(operation_id)  # an unknown operation has no lease to lose: 404 it
         raise ProblemError(RECONCILE_IN_PROGRESS, "another sweeper is probing this operation; "
                            "read it again shortly", operation_id=operation_id)
-    return rt.answer(judgement)
+    return wiring.operation_out(judgement)
 
 
 @router.post("/{operation_id:path}/resolution", status_code=201, response_model=OperationOut,
              responses=problem_responses(404))
-def record_resolution(operation_id: OperationId, body: ResolutionIn, rt: Rt) -> OperationOut:
+def record_resolution(operation_id: OperationId, body: ResolutionIn, wiring: Wired) -> OperationOut:
     """A human's decision; it stands until newer evidence arrives."""
-    return rt.answer(rt.ledger.record_evidence(Resolution(
-        operation_id, rt.ledger.clock(), body.verdict, body.actor, body.note)))
+    return wiring.operation_out(wiring.ledger.record_evidence(Resolution(
+        operation_id, wiring.ledger.clock(), body.verdict, body.actor, body.note)))
 
 
 @router.post("/{operation_id:path}/approval", status_code=201, response_model=OperationOut,
              responses=problem_responses(404))
-def record_approval(operation_id: OperationId, body: ApprovalIn, rt: Rt) -> OperationOut:
+def record_approval(operation_id: OperationId, body: ApprovalIn, wiring: Wired) -> OperationOut:
     """A human approves the next retry of an action that cannot be compensated."""
-    return rt.answer(rt.ledger.record_evidence(Approval(
-        operation_id, rt.ledger.clock(), body.actor, body.note)))
+    return wiring.operation_out(wiring.ledger.record_evidence(Approval(
+        operation_id, wiring.ledger.clock(), body.actor, body.note)))

@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reconciler.errors import (
     AttemptConflictError,
+    FactTimeError,
     IntentConflictError,
     ReconcilerError,
     StoreUnavailableError,
@@ -38,7 +39,7 @@ PROBLEM_JSON = "application/problem+json"
 
 
 @dataclass(frozen=True, slots=True)
-class Kind:
+class ProblemType:
     slug: str
     status: int
     title: str
@@ -48,40 +49,41 @@ class Kind:
         return PROBLEM_BASE + self.slug
 
 
-BAD_REQUEST = Kind("bad-request", 400, "Bad request")
-MALFORMED_JSON = Kind("malformed-json", 400, "Malformed JSON body")
-UNAUTHORIZED = Kind("unauthorized", 401, "Missing or wrong bearer token")
-UNKNOWN_OPERATION = Kind("unknown-operation", 404, "Unknown operation")
-NOT_FOUND = Kind("not-found", 404, "No such resource")
-METHOD_NOT_ALLOWED = Kind("method-not-allowed", 405, "Method not allowed")
-INTENT_CONFLICT = Kind("intent-conflict", 409, "Operation id already recorded with another "
+BAD_REQUEST = ProblemType("bad-request", 400, "Bad request")
+MALFORMED_JSON = ProblemType("malformed-json", 400, "Malformed JSON body")
+UNAUTHORIZED = ProblemType("unauthorized", 401, "Missing or wrong bearer token")
+UNKNOWN_OPERATION = ProblemType("unknown-operation", 404, "Unknown operation")
+NOT_FOUND = ProblemType("not-found", 404, "No such resource")
+METHOD_NOT_ALLOWED = ProblemType("method-not-allowed", 405, "Method not allowed")
+INTENT_CONFLICT = ProblemType("intent-conflict", 409, "Operation id already recorded with another "
                                                "hash or key")
-ATTEMPT_CONFLICT = Kind("attempt-conflict", 409, "Attempt number already recorded with other "
-                                                 "facts")
-RETRY_IN_PROGRESS = Kind("retry-in-progress", 409, "Another caller holds the retry lease")
-RECONCILE_IN_PROGRESS = Kind("reconcile-in-progress", 409, "Another sweeper is probing this "
+ATTEMPT_CONFLICT = ProblemType("attempt-conflict", 409,
+                               "Attempt number already recorded with other facts")
+RETRY_IN_PROGRESS = ProblemType("retry-in-progress", 409, "Another caller holds the retry lease")
+RECONCILE_IN_PROGRESS = ProblemType("reconcile-in-progress", 409, "Another sweeper is probing this "
                                                            "operation")
-PAYLOAD_TOO_LARGE = Kind("payload-too-large", 413, "Request body too large")
-UNSUPPORTED_MEDIA_TYPE = Kind("unsupported-media-type", 415, "Request body must be JSON")
-VALIDATION = Kind("validation", 422, "Request failed validation")
-RETRY_MISMATCH = Kind("retry-mismatch", 422, "Retry key or hash differs from the intent")
-INTERNAL = Kind("internal", 500, "Internal error")
-STORE_UNAVAILABLE = Kind("store-unavailable", 503, "Receipt store unavailable")
+PAYLOAD_TOO_LARGE = ProblemType("payload-too-large", 413, "Request body too large")
+UNSUPPORTED_MEDIA_TYPE = ProblemType("unsupported-media-type", 415, "Request body must be JSON")
+VALIDATION = ProblemType("validation", 422, "Request failed validation")
+RETRY_MISMATCH = ProblemType("retry-mismatch", 422, "Retry key or hash differs from the intent")
+INTERNAL = ProblemType("internal", 500, "Internal error")
+STORE_UNAVAILABLE = ProblemType("store-unavailable", 503, "Receipt store unavailable")
 
 _BY_STATUS = {k.status: k for k in (BAD_REQUEST, UNAUTHORIZED, NOT_FOUND, METHOD_NOT_ALLOWED,
                                      PAYLOAD_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, VALIDATION)}
-_BY_ERROR: dict[type[ReconcilerError], Kind] = {
+_BY_ERROR: dict[type[ReconcilerError], ProblemType] = {
     UnknownOperationError: UNKNOWN_OPERATION,
     IntentConflictError: INTENT_CONFLICT,
     AttemptConflictError: ATTEMPT_CONFLICT,
     StoreUnavailableError: STORE_UNAVAILABLE,
+    FactTimeError: VALIDATION,
 }
 
 
 class ProblemError(Exception):
     """Raised by a route to answer with a problem; `extensions` become extra members."""
 
-    def __init__(self, kind: Kind, detail: str, *, operation_id: str | None = None,
+    def __init__(self, kind: ProblemType, detail: str, *, operation_id: str | None = None,
                  extensions: Mapping[str, Any] | None = None) -> None:
         super().__init__(detail)
         self.kind = kind
@@ -90,7 +92,8 @@ class ProblemError(Exception):
         self.extensions = dict(extensions or {})
 
 
-def problem_response(kind: Kind, detail: str, instance: str, *, operation_id: str | None = None,
+def problem_response(kind: ProblemType, detail: str, instance: str, *,
+                     operation_id: str | None = None,
                      extensions: Mapping[str, Any] | None = None,
                      headers: Mapping[str, str] | None = None) -> JSONResponse:
     body: dict[str, Any] = {"type": kind.type, "title": kind.title, "status": kind.status,
@@ -141,7 +144,7 @@ async def _on_validation(request: Request, exc: RequestValidationError) -> JSONR
 
 
 def _on_http(request: Request, exc: HTTPException, routes: Sequence[BaseRoute]) -> JSONResponse:
-    kind = _BY_STATUS.get(exc.status_code) or Kind(
+    kind = _BY_STATUS.get(exc.status_code) or ProblemType(
         f"http-{exc.status_code}", exc.status_code, HTTPStatus(exc.status_code).phrase)
     detail = {NOT_FOUND: f"no route for {request.url.path}",
               METHOD_NOT_ALLOWED: f"{request.method} is not allowed on {request.url.path}",
@@ -163,7 +166,12 @@ async def _on_reconciler_error(request: Request, exc: ReconcilerError) -> JSONRe
         # The driver's message names hosts and users; the log keeps it, the client needs less.
         log.warning("store unavailable on %s %s: %s", request.method, request.url.path, exc)
         detail = "the receipt store cannot be reached; nothing was recorded, try again later"
-    return problem_response(kind, detail, request.url.path, operation_id=exc.operation_id)
+    extensions = {}
+    if isinstance(exc, FactTimeError):
+        extensions["errors"] = [{"loc": ["body", "at"], "msg": exc.kind.replace("_", " "),
+                                 "type": exc.kind}]
+    return problem_response(kind, detail, request.url.path, operation_id=exc.operation_id,
+                            extensions=extensions)
 
 
 class SafetyNet:

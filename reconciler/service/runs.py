@@ -32,9 +32,9 @@ from reconciler.errors import (
     RunKeyError,
     UnknownRunError,
 )
+from reconciler.runs.states import RunState
 from reconciler.runtime.agent import Agent
 from reconciler.runtime.loop import AgentRuntime
-from reconciler.runtime.states import RunState
 from reconciler.runtime.wire import (
     MAX_DEADLINE_S,
     RUN_ID_MAX,
@@ -50,21 +50,27 @@ from reconciler.runtime.wire import (
     run_events_out,
     run_out,
 )
-from reconciler.service.problems import Kind, ProblemError, problem_response, problem_responses
-from reconciler.service.runtime import Runtime
-from reconciler.store.journal import SqlJournal
+from reconciler.service.problems import (
+    ProblemError,
+    ProblemType,
+    problem_response,
+    problem_responses,
+)
+from reconciler.service.wiring import Wiring
+from reconciler.store.schema import journal_of
 
-NO_AGENT = Kind("no-agent", 404, "No agent configured")
-UNKNOWN_RUN = Kind("unknown-run", 404, "Unknown run")
-ILLEGAL_TRANSITION = Kind("illegal-transition", 409, "The run's state does not allow this")
-RUN_CONFLICT = Kind("run-conflict", 409, "Another request or worker is working on the run")
-CONTINUATION_MISMATCH = Kind("continuation-mismatch", 409, "Not the run's pending continue "
+NO_AGENT = ProblemType("no-agent", 404, "No agent configured")
+UNKNOWN_RUN = ProblemType("unknown-run", 404, "Unknown run")
+ILLEGAL_TRANSITION = ProblemType("illegal-transition", 409, "The run's state does not allow this")
+RUN_CONFLICT = ProblemType("run-conflict", 409, "Another request or worker is working on the run")
+CONTINUATION_MISMATCH = ProblemType("continuation-mismatch", 409, "Not the run's pending continue "
                                                           "request")
-APPROVAL_MISMATCH = Kind("approval-mismatch", 409, "No pending approval has this resume token")
-RUN_KEY = Kind("run-key", 503, "The run key cannot open this run's events")
-CANCEL_PENDING = Kind("cancel-pending", 409, "The run is still stopping")
+APPROVAL_MISMATCH = ProblemType("approval-mismatch", 409,
+                                "No pending approval has this resume token")
+RUN_KEY = ProblemType("run-key", 503, "The run key cannot open this run's events")
+CANCEL_PENDING = ProblemType("cancel-pending", 409, "The run is still stopping")
 
-_BY_ERROR: dict[type[RunError], Kind] = {
+_BY_ERROR: dict[type[RunError], ProblemType] = {
     UnknownRunError: UNKNOWN_RUN,
     IllegalTransitionError: ILLEGAL_TRANSITION,
     RunConflictError: RUN_CONFLICT,
@@ -86,11 +92,11 @@ class Runs:
     defaults: dict[str, Any]
 
 
-def build_runs(rt: Runtime, agent: Agent) -> Runs:
+def build_runs(wiring: Wiring, agent: Agent) -> Runs:
     """Runs on the service's own store, retry gate and sweeper: a tool call whose effect is
     unknown is reconciled with the operations' probes and evidence."""
-    runtime = AgentRuntime(SqlJournal(rt.store), rt.ledger, rt.gate, agent.model, agent.tools,
-                           rt.sweeper.reconcile, lease_s=LEASE_S)
+    runtime = AgentRuntime(journal_of(wiring.store), wiring.ledger, wiring.gate, agent.model,
+                           agent.tools, wiring.sweeper.reconcile, lease_s=LEASE_S)
     return Runs(runtime, dict(agent.config))
 
 

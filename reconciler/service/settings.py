@@ -25,6 +25,7 @@ from sqlalchemy.exc import ArgumentError
 
 from probes.config import ProviderSetup, parse_config
 from reconciler.errors import ReconcilerError
+from reconciler.schedule import DEFAULT_POLICY
 from reconciler.store.schema import DEFAULT_URL
 
 ENV_PREFIX = "RECONCILER_"
@@ -45,9 +46,9 @@ class Settings(BaseModel):
     db: str = Field(DEFAULT_URL, min_length=1, description="SQLAlchemy URL of the store")
     token: SecretStr | None = None
     sweep_interval_s: float = Field(5.0, ge=0, description="0: probe only on demand")
-    probe_concurrency: int = Field(4, ge=1, le=256)
-    probe_timeout_s: float = Field(10.0, gt=0)
-    probe_budget: int = Field(20, ge=1)
+    probe_concurrency: int = Field(DEFAULT_POLICY.concurrency, ge=1, le=256)
+    probe_timeout_s: float = Field(DEFAULT_POLICY.probe_timeout_s, gt=0)
+    probe_budget: int = Field(DEFAULT_POLICY.probe_budget, ge=1)
     retry_lease_ttl_s: float = Field(60.0, gt=0)
     max_body_bytes: int = Field(64 * 1024, ge=1024)
     shutdown_timeout_s: float = Field(30.0, gt=0, description="bound on in-flight requests")

@@ -17,6 +17,7 @@ from reconciler.domain import (
 )
 from reconciler.gate import GateAnswer
 from reconciler.ledger import Judgement
+from reconciler.ports import OperationSummary
 from reconciler.schemas import (
     AttemptOut,
     EvidenceOut,
@@ -26,7 +27,6 @@ from reconciler.schemas import (
     OperationSummaryOut,
     RetryOut,
 )
-from reconciler.store.sql import OperationSummary
 
 
 def _match(match: Match) -> MatchOut:

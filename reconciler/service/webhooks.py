@@ -7,10 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 
 from reconciler.domain import Receipt
-from reconciler.errors import UnknownOperationError
 from reconciler.schemas import WebhookAck, WebhookIn
 from reconciler.service.problems import problem_responses
-from reconciler.service.runtime import Rt
+from reconciler.service.wiring import Wired
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
 
@@ -19,15 +18,10 @@ Provider = Annotated[str, Path(min_length=1, max_length=100)]
 
 @router.post("/{provider}", status_code=202, response_model=WebhookAck,
              responses=problem_responses(404))
-def provider_callback(provider: Provider, body: WebhookIn, rt: Rt) -> WebhookAck:
+def provider_callback(provider: Provider, body: WebhookIn, wiring: Wired) -> WebhookAck:
     """Record the callback as a receipt (source `webhook`). The provider learns nothing of the
     verdict: it is told only that the callback was accepted."""
-    intent = rt.store.facts(body.operation_id).intent
-    if intent.provider != provider:
-        # A provider vouches only for its own operations; another's callback is no evidence.
-        raise UnknownOperationError(
-            f"no operation {body.operation_id!r} of provider {provider!r}",
-            operation_id=body.operation_id)
-    rt.ledger.record_evidence(Receipt(body.operation_id, rt.ledger.clock(), body.provider_ref,
-                                      body.request_hash, "webhook"))
+    wiring.ledger.record_provider_evidence(provider, Receipt(
+        body.operation_id, wiring.ledger.clock(), body.provider_ref, body.request_hash,
+        "webhook"))
     return WebhookAck(operation_id=body.operation_id, accepted=True)

@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from reconciler.errors import RunConflictError, UnknownRunError
-from reconciler.runtime.events import Kind, RunEvent, RunView, apply, project
+from reconciler.runs.events import EventKind, RunEvent, RunView, apply, project
 from reconciler.store.sealing import Sealer
 from reconciler.store.sql import SqlStore
 from reconciler.store.tables import RunEventRow, RunRow, ToolResultRow
@@ -37,7 +37,7 @@ class SqlJournal:
 
     def create(self, run_id: str, data: Mapping[str, Any], at: datetime) -> RunView:
         """Record a new run (its `run_created` event); RunConflictError if the id is taken."""
-        event = RunEvent(run_id, 1, Kind.CREATED, at, dict(data))
+        event = RunEvent(run_id, 1, EventKind.CREATED, at, dict(data))
         view = apply(None, event)
         try:
             with self.store.session() as s:
@@ -49,7 +49,7 @@ class SqlJournal:
             raise RunConflictError(run_id, "a run with this id exists already") from None
         return view
 
-    def append(self, view: RunView, kind: Kind, data: Mapping[str, Any],
+    def append(self, view: RunView, kind: EventKind, data: Mapping[str, Any],
                at: datetime) -> RunView:
         """Append one event on top of `view`; raises (writing nothing) when the event is not
         legal for the run, or when the run moved on since `view` was read."""
@@ -64,7 +64,7 @@ class SqlJournal:
                     raise RunConflictError(view.run_id, f"the run moved past seq {view.seq}; "
                                                         "reload it and decide again")
                 s.add(self._event_row(event))
-                if kind is Kind.TOOL_RESULT:
+                if kind is EventKind.TOOL_RESULT:
                     s.add(ToolResultRow(run_id=view.run_id, turn=int(data["turn"]),
                                         tool_call_id=str(data["tool_call_id"]),
                                         is_error=bool(data.get("is_error", False)),
@@ -118,7 +118,7 @@ class SqlJournal:
             ).order_by(col(RunEventRow.seq))).all()
         if not rows and after == 0:
             raise UnknownRunError(run_id)
-        return [RunEvent(r.run_id, r.seq, Kind(r.kind), r.at,
+        return [RunEvent(r.run_id, r.seq, EventKind(r.kind), r.at,
                          json.loads(self.sealer.open(r.data))) for r in rows]
 
     def summary(self, run_id: str) -> RunRow:

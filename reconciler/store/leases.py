@@ -23,8 +23,9 @@ from sqlalchemy import ColumnElement, exists, func, or_, update
 from sqlmodel import Session, col, select
 
 from reconciler.domain import Intent, Verdict
+from reconciler.ports import Conclusion, Round, RoundRule
 from reconciler.store import rows
-from reconciler.store.rounds import Conclusion, Judge, Round, conclude
+from reconciler.store.rounds import conclude
 from reconciler.store.sql import SqlStore
 from reconciler.store.tables import AttemptRow, IntentRow, StateRow
 
@@ -73,14 +74,14 @@ class SqlLeases:
             operation_id, now, StateRow.lease_expires_at, StateRow.lease_holder, holder,
             lease_holder=holder, lease_expires_at=now + timedelta(seconds=lease_s))
 
-    def conclude(self, holder: str, rounds: Sequence[Round], judge: Judge, now: datetime, *,
+    def conclude(self, holder: str, rounds: Sequence[Round], rule: RoundRule, now: datetime, *,
                  claim: int = 0, lease_s: float = 0.0) -> tuple[list[Conclusion], list[Intent]]:
         """Conclude `holder`'s `rounds` (`rounds.conclude`), then lease up to `claim` due
         operations to it for `lease_s`, oldest probe time first, all in one transaction: a
         sweep's turn costs one commit. The conclusions, and the claimed operations' intents
         (what a probe needs to find them)."""
         with self.store.session() as s:
-            concluded = conclude(s, holder, rounds, judge, now)
+            concluded = conclude(s, self.store, holder, rounds, rule, now)
             return concluded, _claim_due(s, holder, now, lease_s, claim) if claim else []
 
     def abandon(self, operation_ids: Sequence[str], holder: str) -> None:

@@ -10,8 +10,7 @@ fsync on SQLite) and a handful of statements per batch of rounds instead of per 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,15 +18,11 @@ import sqlalchemy
 from sqlalchemy import Row, Table, bindparam, update
 from sqlmodel import Session
 
-from reconciler.domain import Decision, Evidence, Facts, Intent
+from reconciler.domain import Facts
+from reconciler.ports import Conclusion, Round, RoundRule, Scheduled
 from reconciler.store import rows
-from reconciler.store.sql import INSERT_EVIDENCE, recorded
+from reconciler.store.sql import INSERT_EVIDENCE, SqlStore, recorded
 from reconciler.store.tables import StateRow
-
-#: A round's outcome, from its operation's facts (this round's evidence included) and its
-#: number (1 for the first round): the decision, when to probe next (None: never), whether to
-#: escalate. It runs inside the rounds' transaction: it must not touch the store.
-Judge = Callable[[Facts, int], tuple[Decision, datetime | None, bool]]
 
 _STATE: Table = StateRow.__table__  # type: ignore[attr-defined]
 # Statements built once (their compiled forms are cached), for the operations "ids".
@@ -41,32 +36,12 @@ _UPDATE_STATE = update(_STATE).where(_STATE.c.operation_id == bindparam("b_id"))
         "lease_holder", "lease_expires_at")})
 
 
-@dataclass(frozen=True, slots=True)
-class Round:
-    """What one round's probes saw about one operation."""
-
-    intent: Intent
-    evidence: Sequence[Evidence]
-
-
-@dataclass(frozen=True, slots=True)
-class Conclusion:
-    """What a round decided and scheduled."""
-
-    facts: Facts
-    decision: Decision
-    #: Escalated to a human by an earlier round.
-    was_escalated: bool
-    #: Escalated by this round (deadline or probe budget spent).
-    escalate: bool
-
-
-def conclude(s: Session, holder: str, rounds: Sequence[Round], judge: Judge,
+def conclude(s: Session, store: SqlStore, holder: str, rounds: Sequence[Round], rule: RoundRule,
              now: datetime) -> list[Conclusion]:
-    """In the transaction `s`, for each round: append its evidence, `judge` the operation on
-    its facts, cache the decision, and, while `holder` still holds the probe lease, count the
-    round, schedule the next one and release the lease. A holder whose lease lapsed and was
-    taken over still records what its probes saw; the schedule is the new holder's."""
+    """In the transaction `s`, for each round: append its evidence, apply `rule` to the
+    operation's facts, cache the decision, and, while `holder` still holds the probe lease,
+    count the round, schedule the next one and release the lease. A holder whose lease lapsed
+    and was taken over still records what its probes saw; the schedule is the new holder's."""
     if not rounds:
         return []
     ids = [r.intent.operation_id for r in rounds]
@@ -84,25 +59,27 @@ def conclude(s: Session, holder: str, rounds: Sequence[Round], judge: Judge,
         # Intents never change once recorded: the claimed one is the stored one.
         facts = Facts(r.intent, tuple(attempts[op]), tuple(evidence[op]))
         state = states[op]  # born with the intent (record_intent); the lease was on it
-        decision, next_at, escalate = judge(facts, state.probe_count + 1)
-        updates.append(_concluded_state(state, decision, now, next_at, escalate,
+        scheduled = rule(facts, store.contract_in(s, r.intent.provider), state.probe_count + 1)
+        updates.append(_concluded_state(state, scheduled, now,
                                         leased=state.lease_holder == holder))
-        concluded.append(Conclusion(facts, decision, state.escalated, escalate))
+        concluded.append(Conclusion(facts, scheduled.decision, state.escalated,
+                                    scheduled.escalate))
     s.connection().execute(_UPDATE_STATE, updates)
     return concluded
 
 
-def _concluded_state(state: Row[Any], decision: Decision, now: datetime,
-                     next_at: datetime | None, escalate: bool, *, leased: bool) -> dict[str, Any]:
+def _concluded_state(state: Row[Any], scheduled: Scheduled, now: datetime, *,
+                     leased: bool) -> dict[str, Any]:
     """The parameters of `_UPDATE_STATE` for one operation after its round. The verdict's
     `updated_at` says when it last changed; the schedule and the lease are the holder's only."""
-    verdict, action = decision.verdict.value, decision.next_action
+    verdict, action = scheduled.decision.verdict.value, scheduled.decision.next_action
     changed = (state.verdict, state.next_action) != (verdict, action)
     values = {"b_id": state.operation_id, "b_verdict": verdict, "b_next_action": action,
               "b_updated_at": now if changed else state.updated_at}
     if leased:
-        return {**values, "b_probe_count": state.probe_count + 1, "b_next_probe_at": next_at,
-                "b_escalated": state.escalated or escalate, "b_lease_holder": None,
+        return {**values, "b_probe_count": state.probe_count + 1,
+                "b_next_probe_at": scheduled.next_probe_at,
+                "b_escalated": state.escalated or scheduled.escalate, "b_lease_holder": None,
                 "b_lease_expires_at": None}
     return {**values, "b_probe_count": state.probe_count,
             "b_next_probe_at": state.next_probe_at, "b_escalated": state.escalated,

@@ -22,6 +22,7 @@ from reconciler.domain import (
     Resolution,
     Verdict,
 )
+from reconciler.ports import ERROR_CHARS
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, ProviderRow
 
 
@@ -86,7 +87,7 @@ def _evidence_columns(evidence: Evidence) -> dict[str, Any]:
                        for m in evidence.matches]
             return {"kind": "observation", "source": evidence.probe,
                     "authority": evidence.authority.value, "matches": json.dumps(matches),
-                    "error": evidence.error[:500] if evidence.error else None}
+                    "error": evidence.error[:ERROR_CHARS] if evidence.error else None}
         case Resolution():
             return {"kind": "resolution", "authority": Authority.HUMAN.value,
                     "verdict": evidence.verdict.value, "actor": evidence.actor,

@@ -15,6 +15,10 @@ from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.pool import StaticPool
 
 from reconciler.errors import StoreUnavailableError
+from reconciler.ports import Journal, Leases, Store
+from reconciler.store.journal import SqlJournal
+from reconciler.store.leases import SqlLeases
+from reconciler.store.memory import MemoryStore
 from reconciler.store.sql import SqlStore
 
 DEFAULT_URL = "sqlite:///reconciler.db"
@@ -136,3 +140,19 @@ def open_store(url: str = DEFAULT_URL) -> SqlStore:
     engine = make_engine(url)
     upgrade(engine)
     return SqlStore(engine)
+
+
+def leases_of(store: Store) -> Leases:
+    """The leases that live beside `store`: in its database, or in the memory twin itself."""
+    if isinstance(store, MemoryStore):
+        return store
+    if isinstance(store, SqlStore):
+        return SqlLeases(store)
+    raise TypeError(f"no leases for a {type(store).__name__}: pass them explicitly")
+
+
+def journal_of(store: Store) -> Journal:
+    """Where agent runs beside `store` are kept: in its database."""
+    if isinstance(store, SqlStore):
+        return SqlJournal(store)
+    raise TypeError(f"agent runs need a database store, not a {type(store).__name__}")

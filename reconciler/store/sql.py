@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Engine, Insert, Table, bindparam, insert
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from reconciler.domain import (
@@ -28,25 +27,10 @@ from reconciler.errors import (
     StoreUnavailableError,
     UnknownOperationError,
 )
-from reconciler.store import FIRST_DECISION, rows
+from reconciler.ports import FIRST_DECISION, OperationSummary, Rule
+from reconciler.store import rows
 from reconciler.store.commits import GroupCommitter, Write
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, ProviderRow, StateRow
-
-#: A pure decision rule: facts, contract and time in, decision out (`verdicts.evaluate`).
-Rule = Callable[[Facts, ProviderContract, datetime], Decision]
-
-
-@dataclass(frozen=True, slots=True)
-class OperationSummary:
-    """One line of the operations list."""
-
-    operation_id: str
-    provider: str
-    action: str
-    verdict: str
-    next_action: str
-    escalated: bool
-    updated_at: datetime
 
 
 def _insert(model: Any) -> Insert:
@@ -165,7 +149,7 @@ class SqlStore:
         if cached is not None:
             return cached
         with self.session() as s:
-            return self._contract(s, provider)
+            return self.contract_in(s, provider)
 
     def put_contract(self, contract: ProviderContract) -> None:
         with self.session() as s:
@@ -183,7 +167,7 @@ class SqlStore:
         """
         with self.session() as s:
             facts = self._facts(s, operation_id)
-            decision = rule(facts, self._contract(s, facts.intent.provider), now)
+            decision = rule(facts, self.contract_in(s, facts.intent.provider), now)
             state = s.get(StateRow, operation_id)
             assert state is not None  # born with the intent (record_intent)
             verdict, action = decision.verdict.value, decision.next_action
@@ -197,7 +181,8 @@ class SqlStore:
         return Facts(rows.intent_of(intent), tuple(attempts[operation_id]),
                      tuple(evidence[operation_id]))
 
-    def _contract(self, s: Session, provider: str) -> ProviderContract:
+    def contract_in(self, s: Session, provider: str) -> ProviderContract:
+        """The provider's contract, read in the transaction `s` when it is not cached."""
         # Contracts come from configuration and change only through put_contract, so every
         # verdict need not pay a round trip for one.
         cached = self._contracts.get(provider)
@@ -223,6 +208,13 @@ class SqlStore:
             return [OperationSummary(i.operation_id, i.provider, i.action, st.verdict,
                                      st.next_action, st.escalated, st.updated_at)
                     for i, st in s.exec(query).all()]
+
+    def ready(self) -> None:
+        try:
+            with self.session() as s:
+                s.exec(select(IntentRow.operation_id).limit(1)).first()
+        except SQLAlchemyError as exc:  # a foreign database: no table of ours
+            raise StoreUnavailableError(f"receipt store not ready: {exc}") from exc
 
     @staticmethod
     def _require(s: Session, operation_id: str) -> IntentRow:

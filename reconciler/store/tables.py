@@ -128,7 +128,7 @@ class StateRow(SQLModel, table=True):
 
 
 class RunRow(SQLModel, table=True):
-    """An agent run's summary, kept equal to the projection of its events (runtime.events)."""
+    """An agent run's summary, kept equal to the projection of its events (runs.events)."""
 
     __tablename__ = "runs"
 

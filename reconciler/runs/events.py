@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from reconciler.errors import IllegalTransitionError, RunError
-from reconciler.runtime.models import (
+from reconciler.runs.messages import (
     Message,
     TextBlock,
     ToolResultBlock,
@@ -23,12 +23,12 @@ from reconciler.runtime.models import (
     message_from_json,
     usage_from_json,
 )
-from reconciler.runtime.states import RunState, check_move
+from reconciler.runs.states import RunState, check_move
 
 S = RunState
 
 
-class Kind(StrEnum):
+class EventKind(StrEnum):
     CREATED = "run_created"
     STARTED = "run_started"
     TURN = "turn_started"
@@ -49,34 +49,35 @@ class Kind(StrEnum):
 
 
 #: The state an event moves the run to; kinds not named here leave the state as it is.
-MOVES: Mapping[Kind, RunState] = {
-    Kind.CREATED: S.QUEUED,
-    Kind.STARTED: S.RUNNING,
-    Kind.TOOL_REQUESTED: S.AWAITING_TOOL,
-    Kind.APPROVAL_REQUESTED: S.AWAITING_APPROVAL,
-    Kind.APPROVAL_DECIDED: S.AWAITING_TOOL,
-    Kind.CHECKPOINT: S.RUNNING,
-    Kind.COMPLETED: S.COMPLETED,
-    Kind.FAILED: S.FAILED,
-    Kind.CANCELLED: S.CANCELLED,
-    Kind.TIMED_OUT: S.TIMED_OUT,
-    Kind.RESUMED: S.QUEUED,
+MOVES: Mapping[EventKind, RunState] = {
+    EventKind.CREATED: S.QUEUED,
+    EventKind.STARTED: S.RUNNING,
+    EventKind.TOOL_REQUESTED: S.AWAITING_TOOL,
+    EventKind.APPROVAL_REQUESTED: S.AWAITING_APPROVAL,
+    EventKind.APPROVAL_DECIDED: S.AWAITING_TOOL,
+    EventKind.CHECKPOINT: S.RUNNING,
+    EventKind.COMPLETED: S.COMPLETED,
+    EventKind.FAILED: S.FAILED,
+    EventKind.CANCELLED: S.CANCELLED,
+    EventKind.TIMED_OUT: S.TIMED_OUT,
+    EventKind.RESUMED: S.QUEUED,
 }
 
 #: Events that may leave a live run where it is: a checkpoint of a running run, the next tool
 #: call of a turn that awaits tools already.
-_STAYS = frozenset({Kind.CHECKPOINT, Kind.TOOL_REQUESTED})
+_STAYS = frozenset({EventKind.CHECKPOINT, EventKind.TOOL_REQUESTED})
 #: Events that only make sense while the run is live (not stopped, not queued).
 _LIVE = frozenset({S.RUNNING, S.AWAITING_TOOL, S.AWAITING_APPROVAL})
-_NEEDS_LIVE = frozenset({Kind.TURN, Kind.ASSISTANT, Kind.TOOL_DISPATCHED, Kind.TOOL_RESULT,
-                         Kind.CONTINUE_REQUESTED, Kind.CONTINUED})
+_NEEDS_LIVE = frozenset({EventKind.TURN, EventKind.ASSISTANT, EventKind.TOOL_DISPATCHED,
+                         EventKind.TOOL_RESULT, EventKind.CONTINUE_REQUESTED,
+                         EventKind.CONTINUED})
 
 
 @dataclass(frozen=True, slots=True)
 class RunEvent:
     run_id: str
     seq: int
-    kind: Kind
+    kind: EventKind
     at: datetime
     data: Mapping[str, Any]
 
@@ -182,21 +183,21 @@ def project(events: Iterable[RunEvent]) -> RunView:
 def apply(view: RunView | None, event: RunEvent) -> RunView:
     """The run after one more event; raises (and changes nothing) if it is not legal."""
     if view is None:
-        if event.kind is not Kind.CREATED or event.seq != 1:
+        if event.kind is not EventKind.CREATED or event.seq != 1:
             raise RunError(event.run_id, "a run's first event is run_created, seq 1")
         d = event.data
         return RunView(event.run_id, S.QUEUED, 1, event.at, event.at, str(d["input"]),
                        dict(d.get("config") or {}), d.get("correlation_id"))
     if event.seq != view.seq + 1:
         raise RunError(view.run_id, f"event seq {event.seq} does not follow {view.seq}")
-    if event.kind is Kind.CREATED:
+    if event.kind is EventKind.CREATED:
         raise RunError(view.run_id, "the run exists already")
     state = _move(view, event.kind)
     changes = _fold(view, event, state)
     return replace(view, state=state, seq=event.seq, updated_at=event.at, **changes)
 
 
-def _move(view: RunView, kind: Kind) -> RunState:
+def _move(view: RunView, kind: EventKind) -> RunState:
     if kind in _NEEDS_LIVE and view.state not in _LIVE:
         raise IllegalTransitionError(view.run_id, view.state, kind.value,
                                      f"{kind.value} needs a live run")
@@ -209,62 +210,62 @@ def _move(view: RunView, kind: Kind) -> RunState:
         raise IllegalTransitionError(view.run_id, view.state, target,
                                      f"the run is {view.state.value} already; {kind.value} "
                                      "cannot enter it again")
-    check_move(view.run_id, view.state, target, resume=kind is Kind.RESUMED)
+    check_move(view.run_id, view.state, target, resume=kind is EventKind.RESUMED)
     return target
 
 
 def _fold(view: RunView, event: RunEvent, state: RunState) -> dict[str, Any]:
     d, kind = event.data, event.kind
-    if kind is Kind.TURN:
+    if kind is EventKind.TURN:
         return {"turn": int(d["turn"])}
-    if kind is Kind.ASSISTANT:
+    if kind is EventKind.ASSISTANT:
         return {"assistant": (*view.assistant, (int(d["turn"]), message_from_json(d["message"]))),
                 "turn_usage": (*view.turn_usage, usage_from_json(d.get("usage") or {})),
                 "model_stop": d.get("stop_reason")}
-    if kind is Kind.TOOL_REQUESTED:
+    if kind is EventKind.TOOL_REQUESTED:
         call = CallView(int(d["turn"]), str(d["tool_call_id"]), str(d["name"]),
                         dict(d["input"]), str(d["arguments_hash"]), str(d["effect"]),
                         d.get("idempotency_key"), d.get("operation_id"))
         if call.tool_call_id in view.calls:
             raise RunError(view.run_id, f"tool call {call.tool_call_id!r} was requested already")
         return {"calls": {**view.calls, call.tool_call_id: call}}
-    if kind in (Kind.TOOL_DISPATCHED, Kind.TOOL_RESULT):
+    if kind in (EventKind.TOOL_DISPATCHED, EventKind.TOOL_RESULT):
         return {"calls": {**view.calls, **_call_update(view, kind, d)}}
-    if kind is Kind.APPROVAL_REQUESTED:
+    if kind is EventKind.APPROVAL_REQUESTED:
         return {"approval": PendingApproval(str(d["tool_call_id"]), str(d["resume_token"]),
                                             dict(d.get("payload") or {}), event.at)}
-    if kind is Kind.APPROVAL_DECIDED:
+    if kind is EventKind.APPROVAL_DECIDED:
         return {"approval": None}
-    if kind is Kind.CHECKPOINT:
+    if kind is EventKind.CHECKPOINT:
         return {"checkpoint_turn": int(d["turn"])}
-    if kind is Kind.CONTINUE_REQUESTED:
+    if kind is EventKind.CONTINUE_REQUESTED:
         return {"continue_request": str(d["request_id"])}
-    if kind is Kind.CONTINUED:
+    if kind is EventKind.CONTINUED:
         return {"continue_request": None,
                 "answered_continues": view.answered_continues | {str(d["request_id"])}}
-    if kind is Kind.COMPLETED:
+    if kind is EventKind.COMPLETED:
         return {"output": d.get("output"), "stop_reason": d.get("stop_reason"),
                 "continue_request": None}
-    if kind is Kind.FAILED:
+    if kind is EventKind.FAILED:
         return {"error": dict(d), "continue_request": None}
-    if kind is Kind.CANCELLED:
+    if kind is EventKind.CANCELLED:
         return {"cancellation": dict(d), "approval": None, "continue_request": None}
-    if kind is Kind.TIMED_OUT:
+    if kind is EventKind.TIMED_OUT:
         return {"error": {"error_code": "approval_timed_out", **d}, "approval": None}
-    if kind is Kind.RESUMED:
+    if kind is EventKind.RESUMED:
         return {"error": None, "cancellation": None,
                 "config": {**view.config, **(d.get("config") or {})}}
     return {}
 
 
-def _call_update(view: RunView, kind: Kind, d: Mapping[str, Any]) -> dict[str, CallView]:
+def _call_update(view: RunView, kind: EventKind, d: Mapping[str, Any]) -> dict[str, CallView]:
     call_id = str(d["tool_call_id"])
     call = view.calls.get(call_id)
     if call is None:
         raise RunError(view.run_id, f"{kind.value} for unknown tool call {call_id!r}")
     if call.result is not None:
         raise RunError(view.run_id, f"tool call {call_id!r} has its result already")
-    if kind is Kind.TOOL_DISPATCHED:
+    if kind is EventKind.TOOL_DISPATCHED:
         return {call_id: replace(call, dispatches=call.dispatches + 1)}
     result = ToolResultBlock(call_id, str(d["content"]), bool(d.get("is_error", False)))
     return {call_id: replace(call, result=result, result_source=str(d.get("source", "handler")))}

@@ -17,19 +17,19 @@ from reconciler.errors import StoreUnavailableError
 from reconciler.gate import RetryGate
 from reconciler.ledger import Judgement, Ledger
 from reconciler.metrics import VERDICTS
+from reconciler.ports import Leases, Store
+from reconciler.schedule import SweepPolicy
 from reconciler.schemas import OperationOut
 from reconciler.service.metering import timed_calls
 from reconciler.service.settings import Settings, load_providers
 from reconciler.service.views import operation_out
-from reconciler.store.leases import SqlLeases
-from reconciler.store.schema import open_store
-from reconciler.store.sql import SqlStore
-from reconciler.sweep import ProbeLookup, Sweeper, SweepPolicy, sweep_periodically
+from reconciler.store.schema import leases_of, open_store
+from reconciler.sweep import ProbeLookup, Sweeper, sweep_periodically
 
 log = logging.getLogger(__name__)
 
 
-def configured_probes(settings: Settings, store: SqlStore) -> ProbeLookup:
+def configured_probes(settings: Settings, store: Store) -> ProbeLookup:
     """The providers of the configuration file: their contracts go to the store, their probes
     to the sweeper. Without a file no operation has probes: verdicts come from evidence posted
     to the service (receipts, webhooks, observations), and deadlines escalate the rest."""
@@ -45,33 +45,31 @@ def configured_probes(settings: Settings, store: SqlStore) -> ProbeLookup:
 
 
 @dataclass(frozen=True, slots=True)
-class Runtime:
+class Wiring:
     settings: Settings
     ledger: Ledger
-    store: SqlStore
-    leases: SqlLeases
+    store: Store
+    leases: Leases
     gate: RetryGate
     sweeper: Sweeper
 
-    def answer(self, judgement: Judgement) -> OperationOut:
+    def operation_out(self, judgement: Judgement) -> OperationOut:
         """An operation as a client gets it; every verdict handed out is counted."""
         VERDICTS.labels(verdict=judgement.decision.verdict.value).inc()
         return operation_out(judgement, judgement.escalated)
 
 
-def build_runtime(settings: Settings, ledger: Ledger | None,
-                  probes_for: ProbeLookup | None) -> Runtime:
+def build_wiring(settings: Settings, ledger: Ledger | None,
+                 probes_for: ProbeLookup | None) -> Wiring:
     ledger = ledger or Ledger(open_store(settings.db))
-    if not isinstance(ledger.store, SqlStore):
-        raise TypeError("the service needs a SqlStore: leases and listing live in its database")
     store = timed_calls(ledger.store)
-    leases = timed_calls(SqlLeases(store))
+    leases = timed_calls(leases_of(store))
     policy = SweepPolicy(concurrency=settings.probe_concurrency,
                          probe_timeout_s=settings.probe_timeout_s,
                          probe_budget=settings.probe_budget)
     sweeper = Sweeper(ledger, leases, probes_for or configured_probes(settings, store), policy)
-    return Runtime(settings, ledger, store, leases,
-                   RetryGate(ledger, leases, settings.retry_lease_ttl_s), sweeper)
+    return Wiring(settings, ledger, store, leases,
+                  RetryGate(ledger, leases, settings.retry_lease_ttl_s), sweeper)
 
 
 @asynccontextmanager
@@ -79,24 +77,24 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Sweep while serving. At shutdown (after uvicorn has finished the requests in flight)
     wait for a running sweep, then give up this sweeper's probe leases so another replica can
     take its operations at once instead of when the leases expire."""
-    rt: Runtime = app.state.runtime
-    interval = rt.settings.sweep_interval_s
-    scheduler = sweep_periodically(rt.sweeper, interval) if interval > 0 else None
+    wiring: Wiring = app.state.wiring
+    interval = wiring.settings.sweep_interval_s
+    scheduler = sweep_periodically(wiring.sweeper, interval) if interval > 0 else None
     try:
         yield
     finally:
         if scheduler is not None:
             await asyncio.to_thread(scheduler.shutdown, wait=True)
         try:
-            await asyncio.to_thread(rt.sweeper.close)
+            await asyncio.to_thread(wiring.sweeper.close)
         except StoreUnavailableError as exc:
             log.warning("sweeper %s could not release its leases (they lapse at expiry): %s",
-                        rt.sweeper.holder, exc)
+                        wiring.sweeper.holder, exc)
 
 
-def get_runtime(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
+def get_wiring(request: Request) -> Wiring:
+    runtime: Wiring = request.app.state.wiring
     return runtime
 
 
-Rt = Annotated[Runtime, Depends(get_runtime)]
+Wired = Annotated[Wiring, Depends(get_wiring)]

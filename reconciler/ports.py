@@ -1,0 +1,209 @@
+"""The seams between the reconciler's logic and where its facts are kept.
+
+The ledger, the retry gate, the sweep, the agent runtime and the service depend on these
+protocols, never on a database. Three implementations hold to them, checked by one contract
+suite (tests/test_store_contract.py): `store.sql` on SQLite and on PostgreSQL, and
+`store.memory`, the in-memory twin that replay and unit tests use.
+
+    service ─┐
+    runtime ─┼─▶ gate, sweep ─▶ ledger ─▶ Store, Leases ◀── store.sql / store.memory
+    replay  ─┘                    │
+                                  └──▶ verdicts (pure: facts in, decision out)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from reconciler.domain import (
+    Attempt,
+    Decision,
+    Evidence,
+    Facts,
+    Intent,
+    ProviderContract,
+    Verdict,
+)
+from reconciler.runs.events import EventKind, RunEvent, RunView
+from reconciler.verdicts import NextAction
+
+#: What the store caches for an operation when it records the intent: nothing is known yet.
+FIRST_DECISION = (Verdict.INDETERMINATE, NextAction.RECONCILE)
+
+#: How much of an observation's error text a store keeps (it explains; it proves nothing).
+ERROR_CHARS = 500
+
+#: A pure decision: facts, contract and time in, decision out (the ledger hands the store
+#: `verdicts.evaluate` through it; the store applies it inside its own transaction).
+Rule = Callable[[Facts, ProviderContract, datetime], Decision]
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduled:
+    """A probe round's outcome: the decision, when to probe next (None: never), and whether
+    the operation goes to a human."""
+
+    decision: Decision
+    next_probe_at: datetime | None
+    escalate: bool
+
+
+#: The outcome of a probe round from its operation's facts (this round's evidence included),
+#: its contract and the round's number (1 for the first). It runs inside the store's
+#: transaction: it must not touch the store.
+RoundRule = Callable[[Facts, ProviderContract, int], Scheduled]
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """What one probe round saw about one operation."""
+
+    intent: Intent
+    evidence: Sequence[Evidence]
+
+
+@dataclass(frozen=True, slots=True)
+class Conclusion:
+    """What a round decided and scheduled."""
+
+    facts: Facts
+    decision: Decision
+    #: Escalated to a human by an earlier round.
+    was_escalated: bool
+    #: Escalated by this round (deadline or probe budget spent).
+    escalate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class OperationSummary:
+    """One line of the operations list."""
+
+    operation_id: str
+    provider: str
+    action: str
+    verdict: str
+    next_action: str
+    escalated: bool
+    updated_at: datetime
+
+
+class Store(Protocol):
+    """The facts about operations, and the decision cached from them."""
+
+    def record_intent(self, intent: Intent) -> bool:
+        """Record an intent; True if new (its cached decision is FIRST_DECISION), False for
+        an identical repeat. IntentConflictError (after recording the conflict as evidence)
+        when the id exists with another hash or key."""
+        ...
+
+    def record_attempt(self, attempt: Attempt) -> bool:
+        """Record an attempt; True if new, False for an identical repeat. AttemptConflictError
+        when the number exists with other facts; UnknownOperationError without an intent."""
+        ...
+
+    def record_evidence(self, evidence: Evidence) -> None:
+        """Append one piece of evidence (never changed or removed); UnknownOperationError
+        without an intent."""
+        ...
+
+    def facts(self, operation_id: str) -> Facts:
+        """Everything recorded about one operation, in recorded order."""
+        ...
+
+    def contract(self, provider: str) -> ProviderContract:
+        """The provider's contract; the cautious defaults when none is configured."""
+        ...
+
+    def put_contract(self, contract: ProviderContract) -> None:
+        """Configure (or reconfigure) a provider's contract."""
+        ...
+
+    def decide(self, operation_id: str, rule: Rule,
+               now: datetime) -> tuple[Facts, Decision, bool]:
+        """Apply `rule` to the operation's facts and contract and cache its decision, in one
+        transaction; only a change is written. The facts, the decision, and whether a sweeper
+        has escalated the operation to a human."""
+        ...
+
+    def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
+                        after: str | None = None, limit: int = 50) -> list[OperationSummary]:
+        """Operations in id order, `limit` at a time, starting after the `after` cursor."""
+        ...
+
+    def ready(self) -> None:
+        """Return when the store answers a query on its own records; StoreUnavailableError
+        when it cannot (unreachable, or an empty or foreign database where it should be)."""
+        ...
+
+
+class Leases(Protocol):
+    """The probe schedule and the two leases: one sweeper probes an operation at a time, one
+    caller holds the grant to retry it."""
+
+    def claim(self, operation_id: str, holder: str, now: datetime, lease_s: float) -> bool:
+        """Lease one operation to `holder` whatever its schedule (an on-demand reconcile)."""
+        ...
+
+    def conclude(self, holder: str, rounds: Sequence[Round], rule: RoundRule, now: datetime,
+                 *, claim: int = 0, lease_s: float = 0.0
+                 ) -> tuple[list[Conclusion], list[Intent]]:
+        """In one transaction: append each round's evidence, apply `rule` on the operation's
+        facts, cache the decision and, while `holder` still holds the probe lease, count the
+        round, schedule the next one and release the lease; then lease up to `claim` due
+        operations (dispatched, indeterminate, not escalated, probe time come) to `holder` for
+        `lease_s`, oldest probe time first. The conclusions, and the claimed intents."""
+        ...
+
+    def abandon(self, operation_ids: Sequence[str], holder: str) -> None:
+        """Count a round for each operation, due again at once, and release its lease, without
+        deciding anything: rounds that could not conclude."""
+        ...
+
+    def release_all(self, holder: str) -> int:
+        """Give up every probe lease `holder` has (graceful shutdown); how many."""
+        ...
+
+    def oldest_due(self, now: datetime) -> datetime | None:
+        """When the longest-waiting due operation became due (for the reconcile-lag metric)."""
+        ...
+
+    def acquire_retry(self, operation_id: str, holder: str, now: datetime,
+                      ttl_s: float) -> datetime | None:
+        """Grant the retry lease to `holder`; its expiry, or None while another caller holds
+        it. Asking again as the same holder renews the same lease."""
+        ...
+
+
+class Journal(Protocol):
+    """Append-only run logs with optimistic appends (RunConflictError when the run moved on)."""
+
+    def create(self, run_id: str, data: Mapping[str, Any], at: datetime) -> RunView:
+        """Record a new run (its `run_created` event); RunConflictError if the id is taken."""
+        ...
+
+    def append(self, view: RunView, kind: EventKind, data: Mapping[str, Any],
+               at: datetime) -> RunView:
+        """Append one event on top of `view`; raises, writing nothing, when the event is not
+        legal for the run or the run moved on since `view` was read."""
+        ...
+
+    def load(self, run_id: str) -> RunView:
+        """The run, rebuilt from its events; UnknownRunError if there is none."""
+        ...
+
+    def events(self, run_id: str, after: int = 0) -> list[RunEvent]:
+        """The run's events after sequence number `after`, in order."""
+        ...
+
+    def claim(self, run_id: str, holder: str, now: datetime, ttl_s: float, *,
+              force: bool = False) -> bool:
+        """Take (or renew) the run's lease; False while another worker's lease runs. `force`
+        takes it anyway: only for a supervisor that knows the holder is dead."""
+        ...
+
+    def release(self, run_id: str, holder: str) -> None:
+        """Give up the run's lease if `holder` has it."""
+        ...

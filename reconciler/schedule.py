@@ -1,0 +1,56 @@
+"""When to probe an undecided operation again, and when to stop and ask a human. Pure.
+
+    dispatch ─ round 1 ─ 1 s ─ round 2 ─ 2 s ─ round 3 ─ 4 s ─ ... ─┬─ deadline or budget spent:
+               │ backoff doubles, up to max_backoff_s                │  escalate, never retry
+               └─ never past the end of the visibility window, when a lagging zero first counts
+
+The sweep's other knobs (concurrency, timeouts, leases) sit here too, so that its defaults are
+stated once: the service's settings and the CLI's help read them from `DEFAULT_POLICY`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from reconciler.domain import Decision, Facts, ProviderContract, Verdict
+from reconciler.ports import Scheduled
+from reconciler.verdicts import latest_dispatch, reconcile_deadline
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPolicy:
+    """How hard and how long to look before a human is asked."""
+
+    #: Probe rounds in flight at once, per sweeper.
+    concurrency: int = 4
+    #: A probe call that has not answered by then is recorded `unavailable`.
+    probe_timeout_s: float = 10.0
+    #: Rounds an operation gets before it is escalated (its deadline may come first).
+    probe_budget: int = 20
+    first_backoff_s: float = 1.0
+    max_backoff_s: float = 300.0
+    #: How long a sweeper holds an operation it probes; a crashed one's lapses then.
+    lease_s: float = 60.0
+    #: Operations one pass takes on at most. They are claimed as rounds end, never ahead of a
+    #: free slot, so that no lease is spent waiting in a queue however large this is.
+    batch: int = 1000
+
+
+DEFAULT_POLICY = SweepPolicy()
+
+
+def next_round(facts: Facts, decision: Decision, contract: ProviderContract, rounds: int,
+               now: datetime, policy: SweepPolicy) -> Scheduled:
+    """What the `rounds`-th probe round of an operation leads to."""
+    if decision.verdict is not Verdict.INDETERMINATE:
+        return Scheduled(decision, None, escalate=False)
+    deadline = reconcile_deadline(facts, contract)
+    if now >= deadline or rounds >= policy.probe_budget:
+        return Scheduled(decision, None, escalate=True)
+    delay = min(policy.first_backoff_s * 2.0 ** (rounds - 1), policy.max_backoff_s)
+    window_ends = (latest_dispatch(facts) + timedelta(seconds=contract.visibility_lag_s)
+                   - now).total_seconds()
+    if window_ends > 0:
+        delay = min(delay, window_ends)
+    return Scheduled(decision, min(now + timedelta(seconds=delay), deadline), escalate=False)

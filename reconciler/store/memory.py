@@ -1,0 +1,260 @@
+"""`MemoryStore`: the receipt store and its leases in a process's memory.
+
+The in-memory twin of `SqlStore` + `SqlLeases`, held to the same behaviour by the contract
+suite (tests/test_store_contract.py). Replay and unit tests use it: no migrations, no files.
+Nothing survives the process, so a sidecar never serves from it. Thread-safe: one lock, held
+for each call as a transaction would be.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from reconciler.domain import (
+    Attempt,
+    Decision,
+    Evidence,
+    Facts,
+    Intent,
+    IntentConflict,
+    Observation,
+    ProviderContract,
+    Verdict,
+)
+from reconciler.errors import AttemptConflictError, IntentConflictError, UnknownOperationError
+from reconciler.ports import (
+    ERROR_CHARS,
+    FIRST_DECISION,
+    Conclusion,
+    OperationSummary,
+    Round,
+    RoundRule,
+    Rule,
+)
+
+
+@dataclass(slots=True)
+class _State:
+    """An operation's cached decision, schedule and leases (the SQL store's state row)."""
+
+    verdict: str
+    next_action: str
+    updated_at: datetime
+    probe_count: int = 0
+    next_probe_at: datetime | None = None
+    escalated: bool = False
+    lease_holder: str | None = None
+    lease_expires_at: datetime | None = None
+    retry_holder: str | None = None
+    retry_lease_expires_at: datetime | None = None
+
+
+@dataclass(slots=True)
+class _Operation:
+    intent: Intent
+    state: _State
+    attempts: dict[int, Attempt] = field(default_factory=dict)
+    evidence: list[Evidence] = field(default_factory=list)
+
+    def facts(self) -> Facts:
+        return Facts(self.intent, tuple(self.attempts[n] for n in sorted(self.attempts)),
+                     tuple(self.evidence))
+
+
+def _free(expires: datetime | None, now: datetime) -> bool:
+    return expires is None or expires < now
+
+
+class MemoryStore:
+    """A `Store` and its `Leases` in one object: `Ledger(store)`, `RetryGate(ledger, store)`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._operations: dict[str, _Operation] = {}
+        self._contracts: dict[str, ProviderContract] = {}
+
+    # -- Store -------------------------------------------------------------------------------
+
+    def record_intent(self, intent: Intent) -> bool:
+        with self._lock:
+            existing = self._operations.get(intent.operation_id)
+            if existing is None:
+                verdict, action = FIRST_DECISION
+                self._operations[intent.operation_id] = _Operation(
+                    intent, _State(verdict.value, action, intent.at))
+                return True
+            if existing.intent.same_identity(intent):
+                return False
+            existing.evidence.append(IntentConflict(
+                intent.operation_id, intent.at, intent.request_hash, intent.idempotency_key))
+        recorded = existing.intent
+        raise IntentConflictError(
+            f"operation {intent.operation_id!r} is already recorded with request hash "
+            f"{recorded.request_hash} and key {recorded.idempotency_key!r}; a different "
+            "operation needs a new operation id", operation_id=intent.operation_id)
+
+    def record_attempt(self, attempt: Attempt) -> bool:
+        with self._lock:
+            op = self._require(attempt.operation_id)
+            existing = op.attempts.get(attempt.number)
+            if existing is None:
+                op.attempts[attempt.number] = attempt
+                return True
+        if existing == attempt:
+            return False
+        raise AttemptConflictError(
+            f"attempt {attempt.number} of {attempt.operation_id!r} is already recorded with "
+            "other facts; record the next attempt with the next number",
+            operation_id=attempt.operation_id)
+
+    def record_evidence(self, evidence: Evidence) -> None:
+        with self._lock:
+            self._require(evidence.operation_id).evidence.append(_kept(evidence))
+
+    def facts(self, operation_id: str) -> Facts:
+        with self._lock:
+            return self._require(operation_id).facts()
+
+    def contract(self, provider: str) -> ProviderContract:
+        return self._contracts.get(provider) or ProviderContract(name=provider)
+
+    def put_contract(self, contract: ProviderContract) -> None:
+        self._contracts[contract.name] = contract
+
+    def decide(self, operation_id: str, rule: Rule,
+               now: datetime) -> tuple[Facts, Decision, bool]:
+        with self._lock:
+            op = self._require(operation_id)
+            facts = op.facts()
+            decision = rule(facts, self.contract(facts.intent.provider), now)
+            _cache(op.state, decision, now)
+            return facts, decision, op.state.escalated
+
+    def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
+                        after: str | None = None, limit: int = 50) -> list[OperationSummary]:
+        with self._lock:
+            chosen = [
+                OperationSummary(op_id, op.intent.provider, op.intent.action, op.state.verdict,
+                                 op.state.next_action, op.state.escalated, op.state.updated_at)
+                for op_id, op in self._operations.items()
+                if (verdict is None or op.state.verdict == verdict)
+                and (escalated is None or op.state.escalated == escalated)
+                and (after is None or op_id > after)]
+        return sorted(chosen, key=lambda s: s.operation_id)[:limit]
+
+    def ready(self) -> None:
+        return None
+
+    # -- Leases ------------------------------------------------------------------------------
+
+    def claim(self, operation_id: str, holder: str, now: datetime, lease_s: float) -> bool:
+        with self._lock:
+            op = self._operations.get(operation_id)
+            if op is None or not (_free(op.state.lease_expires_at, now)
+                                  or op.state.lease_holder == holder):
+                return False
+            op.state.lease_holder = holder
+            op.state.lease_expires_at = now + timedelta(seconds=lease_s)
+            return True
+
+    def conclude(self, holder: str, rounds: Sequence[Round], rule: RoundRule, now: datetime,
+                 *, claim: int = 0, lease_s: float = 0.0
+                 ) -> tuple[list[Conclusion], list[Intent]]:
+        with self._lock:
+            concluded = [self._conclude(holder, r, rule, now) for r in rounds]
+            return concluded, self._claim_due(holder, now, lease_s, claim)
+
+    def abandon(self, operation_ids: Sequence[str], holder: str) -> None:
+        with self._lock:
+            for op_id in operation_ids:
+                op = self._operations.get(op_id)
+                if op is not None and op.state.lease_holder == holder:
+                    op.state.probe_count += 1
+                    op.state.next_probe_at = None
+                    op.state.lease_holder = op.state.lease_expires_at = None
+
+    def release_all(self, holder: str) -> int:
+        with self._lock:
+            held = [op.state for op in self._operations.values()
+                    if op.state.lease_holder == holder]
+            for state in held:
+                state.lease_holder = state.lease_expires_at = None
+            return len(held)
+
+    def oldest_due(self, now: datetime) -> datetime | None:
+        with self._lock:
+            return min((op.state.next_probe_at or op.state.updated_at
+                        for op in self._operations.values() if _due(op, now)), default=None)
+
+    def acquire_retry(self, operation_id: str, holder: str, now: datetime,
+                      ttl_s: float) -> datetime | None:
+        with self._lock:
+            op = self._operations.get(operation_id)
+            if op is None or not (_free(op.state.retry_lease_expires_at, now)
+                                  or op.state.retry_holder == holder):
+                return None
+            expires = now + timedelta(seconds=ttl_s)
+            op.state.retry_holder, op.state.retry_lease_expires_at = holder, expires
+            return expires
+
+    # -- inside the lock ---------------------------------------------------------------------
+
+    def _require(self, operation_id: str) -> _Operation:
+        op = self._operations.get(operation_id)
+        if op is None:
+            raise UnknownOperationError(
+                f"no intent is recorded for operation {operation_id!r}; record the intent "
+                "before its attempts and evidence", operation_id=operation_id)
+        return op
+
+    def _conclude(self, holder: str, rnd: Round, rule: RoundRule, now: datetime) -> Conclusion:
+        op = self._operations[rnd.intent.operation_id]
+        op.evidence.extend(_kept(e) for e in rnd.evidence)
+        facts, state = op.facts(), op.state
+        scheduled = rule(facts, self.contract(facts.intent.provider), state.probe_count + 1)
+        was_escalated = state.escalated
+        _cache(state, scheduled.decision, now)
+        if state.lease_holder == holder:
+            state.probe_count += 1
+            state.next_probe_at = scheduled.next_probe_at
+            state.escalated = state.escalated or scheduled.escalate
+            state.lease_holder = state.lease_expires_at = None
+        return Conclusion(facts, scheduled.decision, was_escalated, scheduled.escalate)
+
+    def _claim_due(self, holder: str, now: datetime, lease_s: float,
+                   limit: int) -> list[Intent]:
+        if limit <= 0:
+            return []
+        due = [op for op in self._operations.values()
+               if _due(op, now) and _free(op.state.lease_expires_at, now)]
+        # Oldest probe time first, never-probed (None) before all.
+        due.sort(key=lambda op: (op.state.next_probe_at is not None,
+                                 op.state.next_probe_at or now))
+        claimed = due[:limit]
+        for op in claimed:
+            op.state.lease_holder = holder
+            op.state.lease_expires_at = now + timedelta(seconds=lease_s)
+        return [op.intent for op in claimed]
+
+
+def _due(op: _Operation, now: datetime) -> bool:
+    """Indeterminate, not escalated, dispatched at least once, its probe time come."""
+    state = op.state
+    return (state.verdict == Verdict.INDETERMINATE.value and not state.escalated
+            and bool(op.attempts) and (state.next_probe_at is None or state.next_probe_at <= now))
+
+
+def _cache(state: _State, decision: Decision, now: datetime) -> None:
+    """Only a change is written: `updated_at` says when the verdict last changed."""
+    verdict, action = decision.verdict.value, decision.next_action
+    if (state.verdict, state.next_action) != (verdict, action):
+        state.verdict, state.next_action, state.updated_at = verdict, action, now
+
+
+def _kept(evidence: Evidence) -> Evidence:
+    if isinstance(evidence, Observation) and evidence.error:
+        return replace(evidence, error=evidence.error[:ERROR_CHARS])
+    return evidence
