@@ -53,10 +53,6 @@ class Verdict(StrEnum):
     INDETERMINATE = "indeterminate"
 
 
-#: The only verdicts a human resolution may decide.
-HUMAN_VERDICTS = frozenset({Verdict.VERIFIED_APPLIED, Verdict.VERIFIED_NOT_APPLIED})
-
-
 @dataclass(frozen=True, slots=True)
 class ProviderContract:
     """What a provider promises; configuration, one per provider name.

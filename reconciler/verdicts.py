@@ -125,6 +125,23 @@ class _Seen:
     success_claim: bool
 
 
+def proofs(facts: Facts) -> list[Observation]:
+    """The observations that can prove something: those of authoritative or lagging probes."""
+    return [o for o in facts.of(Observation) if o.authority in PROOF_AUTHORITIES]
+
+
+def refs(facts: Facts) -> frozenset[str]:
+    """SPEC's `refs`: the distinct provider refs ever matched by a probe that can prove."""
+    return frozenset(m.provider_ref for o in proofs(facts) for m in o.matches)
+
+
+def applied_refs(facts: Facts) -> frozenset[str]:
+    """What shows an effect took place (rule 5): `refs`, and the refs of bound receipts."""
+    receipts = [(r.provider_ref, r.request_hash) for r in facts.of(Receipt)] + [
+        (a.receipt.provider_ref, a.receipt.request_hash) for a in facts.attempts if a.receipt]
+    return refs(facts) | {ref for ref, hash_ in receipts if _bound(hash_, facts)}
+
+
 def latest_dispatch(facts: Facts) -> datetime:
     """When the last attempt was sent; the intent's time when nothing was sent yet."""
     return max((a.at for a in facts.attempts), default=facts.intent.at)
@@ -160,13 +177,13 @@ def _receipt_hashes(facts: Facts) -> list[str | None]:
 
 
 def _seen(facts: Facts, contract: ProviderContract) -> _Seen:
-    proofs = [o for o in facts.of(Observation) if o.authority in PROOF_AUTHORITIES]
-    matches = [m for o in proofs for m in o.matches]
+    proving = proofs(facts)
+    matches = [m for o in proving for m in o.matches]
     # "Latest" is by observation time; equal times keep recorded order, the later line wins.
-    latest = max(enumerate(proofs), key=lambda io: (io[1].at, io[0]), default=None)
+    latest = max(enumerate(proving), key=lambda io: (io[1].at, io[0]), default=None)
     bound_receipt = any(_bound(h, facts) for h in _receipt_hashes(facts))
     return _Seen(
-        refs=frozenset(m.provider_ref for m in matches),
+        refs=refs(facts),
         hash_mismatch=any(m.request_hash is not None and not _bound(m.request_hash, facts)
                           for m in matches),
         conclusive_zero=latest is not None and is_conclusive_zero(

@@ -39,6 +39,8 @@ from reconciler.store.schema import open_store
 from reconciler.store.sealing import Sealer, new_key
 from reconciler.store.sql import SqlStore
 
+from journal_rows import run_ids, summary_row
+
 T = TypeVar("T")
 #: Bounds every scenario: a hang fails the test instead of stalling the suite.
 DEADLINE_S = 20.0
@@ -215,9 +217,9 @@ class World:
         """Every run whose projection of its events disagrees with its stored summary:
         run id -> (rebuilt, stored)."""
         differ = {}
-        for run_id in self.journal.run_ids(limit=100_000):
+        for run_id in run_ids(self.journal):
             rebuilt = summary_of(project(self.journal.events(run_id)))
-            row = self.journal.summary(run_id)
+            row = summary_row(self.journal, run_id)
             stored = {name: getattr(row, name) for name in rebuilt}
             if rebuilt != stored:
                 differ[run_id] = (rebuilt, stored)

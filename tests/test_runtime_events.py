@@ -19,6 +19,7 @@ from reconciler.runs.states import RunState
 from reconciler.runtime.scripted import call, say, tool_use
 from reconciler.store.tables import RunRow
 
+from journal_rows import result_keys, run_ids, summary_row
 from runtime_harness import T0, World, lookup, put, run, send, summary_of
 
 S = RunState
@@ -91,7 +92,7 @@ def test_an_unknown_run_is_named_as_such(world: World) -> None:
     with pytest.raises(UnknownRunError):
         world.journal.load("nope")
     with pytest.raises(UnknownRunError):
-        world.journal.summary("nope")
+        summary_row(world.journal, "nope")
     with pytest.raises(UnknownRunError):
         world.journal.claim("nope", "w", world.clock(), 10)
 
@@ -105,35 +106,36 @@ def test_each_run_numbers_its_own_events(world: World) -> None:
     assert [e.seq for e in world.journal.events("run-b")] == [1, 2]
     assert [e.kind for e in world.journal.events("run-a", after=1)] == [EventKind.STARTED,
                                                                        EventKind.CANCELLED]
-    assert world.journal.run_ids(state="cancelled") == ["run-a"]
-    assert world.journal.run_ids(state="running") == ["run-b"]
+    assert run_ids(world.journal, state="cancelled") == ["run-a"]
+    assert run_ids(world.journal, state="running") == ["run-b"]
 
 
 def test_an_append_on_a_stale_view_conflicts_and_writes_nothing(world: World) -> None:
     stale = created(world)
     world.journal.append(stale, EventKind.STARTED, {}, world.clock())
-    before = world.journal.events("run-1"), world.journal.summary("run-1").model_dump()
+    before = world.journal.events("run-1"), summary_row(world.journal, "run-1").model_dump()
     with pytest.raises(RunConflictError, match="reload"):
         world.journal.append(stale, EventKind.CANCELLED, {"reason": "late"}, world.clock())
-    assert (world.journal.events("run-1"), world.journal.summary("run-1").model_dump()) == before
+    after = world.journal.events("run-1"), summary_row(world.journal, "run-1").model_dump()
+    assert after == before
 
 
 def test_a_tool_result_is_recorded_once_per_run_turn_and_call(world: World) -> None:
     view = world.journal.append(awaiting_tool(world), EventKind.TOOL_RESULT, result_data(),
                                 world.clock())
-    assert world.journal.result_keys("run-1") == {(1, "toolu_1")}
+    assert result_keys(world.journal, "run-1") == {(1, "toolu_1")}
     before = world.journal.events("run-1")
     with pytest.raises(RunError, match="has its result already"):
         world.journal.append(view, EventKind.TOOL_RESULT, result_data(), world.clock())
     assert world.journal.events("run-1") == before
-    assert world.journal.result_keys("run-1") == {(1, "toolu_1")}
+    assert result_keys(world.journal, "run-1") == {(1, "toolu_1")}
 
 
 def test_a_result_for_a_call_never_requested_is_refused(world: World) -> None:
     view = awaiting_tool(world)
     with pytest.raises(RunError, match="unknown tool call"):
         world.journal.append(view, EventKind.TOOL_RESULT, result_data("toolu_9"), world.clock())
-    assert world.journal.result_keys("run-1") == set()
+    assert result_keys(world.journal, "run-1") == set()
 
 
 def test_a_tool_call_is_requested_once(world: World) -> None:
@@ -175,11 +177,11 @@ def test_every_run_rebuilt_from_its_events_is_the_stored_run(world: World) -> No
 
     assert {view.state for view in returned.values()} == {
         S.COMPLETED, S.FAILED, S.CANCELLED, S.AWAITING_APPROVAL, S.TIMED_OUT}
-    assert set(world.journal.run_ids()) == set(returned)
+    assert set(run_ids(world.journal)) == set(returned)
     for run_id, view in returned.items():
         rebuilt = project(world.journal.events(run_id))
         assert rebuilt == view
-        row = world.journal.summary(run_id)
+        row = summary_row(world.journal, run_id)
         assert summary_of(rebuilt) == {name: getattr(row, name) for name in summary_of(rebuilt)}
     assert world.rebuilt_differs() == {}
 
@@ -218,7 +220,7 @@ def test_a_run_another_worker_holds_is_only_taken_over_on_purpose(world: World) 
         run(rt.advance(run_id))
     assert world.journal.load(run_id).state is S.QUEUED
     assert run(rt.advance(run_id, take_over=True)).view.state is S.COMPLETED
-    assert world.journal.summary(run_id).holder is None
+    assert summary_row(world.journal, run_id).holder is None
 
 
 def test_a_send_recorded_before_a_crash_is_not_recorded_again(world: World) -> None:
@@ -227,9 +229,9 @@ def test_a_send_recorded_before_a_crash_is_not_recorded_again(world: World) -> N
     tool = send()
     script = [call(tool_use("send", {"to": "bob"})), say("done")]
     run_id = world.crashed_run(script, [tool.tool], "result_recorded")
-    keys = world.journal.result_keys(run_id)
+    keys = result_keys(world.journal, run_id)
     view = run(world.runtime(script, [tool.tool]).advance(run_id, take_over=True)).view
     assert view.state is S.COMPLETED and len(tool.calls) == 1
-    assert world.journal.result_keys(run_id) == keys == {(1, "toolu_s0_0")}
+    assert result_keys(world.journal, run_id) == keys == {(1, "toolu_s0_0")}
     results = [e for e in world.journal.events(run_id) if e.kind is EventKind.TOOL_RESULT]
     assert len(results) == 1

@@ -16,6 +16,7 @@ from reconciler.runs.states import RunState
 from reconciler.runtime.scripted import call, say, tool_use
 from reconciler.runtime.tools import ToolCall, ToolOutput, operation_id
 
+from journal_rows import result_keys
 from runtime_harness import (
     EVERY_EFFECT,
     FIRST,
@@ -236,7 +237,7 @@ def test_calls_of_an_answer_recorded_before_a_crash_are_still_run(world: World,
     view = run(world.runtime(script, [t.tool for t in tools]).advance(run_id, take_over=True))
     assert view.view.state is S.COMPLETED
     assert [len(t.calls) for t in tools] == [1, 1]
-    assert world.journal.result_keys(run_id) == {(1, FIRST), (1, "toolu_s0_1")}
+    assert result_keys(world.journal, run_id) == {(1, FIRST), (1, "toolu_s0_1")}
 
 
 def test_a_model_answer_lost_in_a_crash_is_asked_for_again_in_the_same_turn(

@@ -15,6 +15,7 @@ from reconciler.runs.states import RESUMABLE, TRANSITIONS, RunState, check_move
 from reconciler.runtime.models import ModelCallError
 from reconciler.runtime.scripted import call, say, tool_use
 
+from journal_rows import summary_row
 from runtime_harness import World, lookup, run, send
 
 S = RunState
@@ -82,7 +83,7 @@ def run_in(world: World, state: RunState) -> str:
 
 
 def stored(world: World, run_id: str) -> tuple[list[Any], dict[str, Any]]:
-    row = world.journal.summary(run_id)
+    row = summary_row(world.journal, run_id)
     return world.journal.events(run_id), row.model_dump()
 
 
@@ -104,7 +105,7 @@ def test_a_move_is_written_if_legal_and_refused_without_a_write_if_not(
     if (src, dst) in LEGAL:
         world.journal.append(world.journal.load(run_id), kind, data, world.clock())
         assert world.journal.load(run_id).state is dst
-        assert world.journal.summary(run_id).state == dst.value
+        assert summary_row(world.journal, run_id).state == dst.value
     else:
         with pytest.raises(IllegalTransitionError):
             world.journal.append(world.journal.load(run_id), kind, data, world.clock())
@@ -180,7 +181,7 @@ def test_completion_records_output_stop_reason_and_aggregated_usage(world: World
                                        "cache_creation_input_tokens": 0,
                                        "cache_read_input_tokens": 0}
     assert (view.state, view.output, view.stop_reason) == (S.COMPLETED, "the answer", "end_turn")
-    row = world.journal.summary(run_id)
+    row = summary_row(world.journal, run_id)
     assert (row.input_tokens, row.output_tokens, row.stop_reason) == (200, 40, "end_turn")
 
 
@@ -200,7 +201,7 @@ def test_failure_records_error_code_phase_and_last_checkpoint(world: World,
     assert (view.error["error_code"], view.error["phase"], view.error["last_checkpoint"]) == (
         "model_error", "model_call", 1)
     assert "overloaded" in view.error["message"]
-    assert world.journal.summary(run_id).error_code == "model_error"
+    assert summary_row(world.journal, run_id).error_code == "model_error"
 
 
 def test_cancellation_records_reason_and_partial_tool_results(world: World) -> None:

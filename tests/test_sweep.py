@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,12 +26,11 @@ from reconciler.domain import (
 )
 from reconciler.ledger import Ledger
 from reconciler.schedule import SweepPolicy
-from reconciler.store.leases import SqlLeases
-from reconciler.store.schema import open_store
-from reconciler.store.sql import SqlStore
+from reconciler.store.schema import leases_of
 from reconciler.sweep import Sweeper, sweep_periodically
 
 from builders import H0, K0
+from stores import KINDS, opened
 
 
 class Clock:
@@ -65,12 +65,11 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture
-def ledger(store_url: str, clock: Clock) -> Iterator[Ledger]:
-    store = open_store(store_url)
-    store.put_contract(CONTRACT)
-    yield Ledger(store, clock)
-    store.engine.dispose()
+@pytest.fixture(params=KINDS)
+def ledger(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> Iterator[Ledger]:
+    with opened(request.param, tmp_path) as store:
+        store.put_contract(CONTRACT)
+        yield Ledger(store, clock)
 
 
 def dispatched(ledger: Ledger, op: str = "op-1") -> str:
@@ -81,13 +80,8 @@ def dispatched(ledger: Ledger, op: str = "op-1") -> str:
 
 
 def sweeper(ledger: Ledger, *probes: Any, **policy: Any) -> Sweeper:
-    return Sweeper(ledger, SqlLeases(store_of(ledger)), lambda provider: probes,
+    return Sweeper(ledger, leases_of(ledger.store), lambda provider: probes,
                    SweepPolicy(**{"probe_timeout_s": 0.5, **policy}))
-
-
-def store_of(ledger: Ledger) -> SqlStore:
-    assert isinstance(ledger.store, SqlStore)
-    return ledger.store
 
 
 def observations(ledger: Ledger, op: str = "op-1") -> list[Observation]:
@@ -177,7 +171,7 @@ def test_the_deadline_escalates_and_probing_stops(ledger: Ledger, clock: Clock) 
     clock.advance(600)
     [judgement] = runner.sweep()
     assert judgement.decision.next_action == "escalate_to_human"
-    [summary] = store_of(ledger).list_operations(escalated=True)
+    [summary] = ledger.store.list_operations(escalated=True)
     assert summary.operation_id == "op-1" and summary.verdict == "indeterminate"
     clock.advance(10_000)
     assert runner.sweep() == [] and probe.calls == 2
@@ -192,7 +186,7 @@ def test_the_probe_budget_escalates(ledger: Ledger, clock: Clock) -> None:
         runner.sweep()
         clock.advance(5)
     assert probe.calls == 3
-    assert [o.operation_id for o in store_of(ledger).list_operations(escalated=True)] == ["op-1"]
+    assert [o.operation_id for o in ledger.store.list_operations(escalated=True)] == ["op-1"]
 
 
 def test_two_sweepers_never_probe_one_operation_at_once(ledger: Ledger, clock: Clock) -> None:
@@ -227,7 +221,7 @@ def test_two_sweepers_never_probe_one_operation_at_once(ledger: Ledger, clock: C
 def test_on_demand_reconcile_is_refused_while_another_sweeper_holds_the_lease(
         ledger: Ledger, clock: Clock) -> None:
     dispatched(ledger)
-    leases = SqlLeases(store_of(ledger))
+    leases = leases_of(ledger.store)
     assert leases.claim("op-1", "someone-else", clock(), 60)
     assert sweeper(ledger, FakeProbe(zero(clock), clock)).reconcile("op-1") is None
     clock.advance(61)
@@ -238,7 +232,7 @@ def test_on_demand_reconcile_is_refused_while_another_sweeper_holds_the_lease(
 def test_closing_a_sweeper_releases_its_leases(ledger: Ledger, clock: Clock) -> None:
     dispatched(ledger)
     runner = sweeper(ledger)
-    leases = SqlLeases(store_of(ledger))
+    leases = leases_of(ledger.store)
     assert leases.claim("op-1", runner.holder, clock(), 60)
     runner.close()
     assert leases.claim("op-1", "next", clock(), 60)

@@ -164,10 +164,6 @@ class RunView:
                 break
         return tuple(out)
 
-    def recent_calls(self) -> list[tuple[str, str]]:
-        """(tool name, argument hash) of every call, oldest first, for loop detection."""
-        return [(c.name, c.arguments_hash) for c in self.calls.values()]
-
 
 def project(events: Iterable[RunEvent]) -> RunView:
     """Fold a run's events, in sequence order, into the run. Raises on an event the run could

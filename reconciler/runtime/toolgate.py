@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from reconciler.domain import Attempt, Effect, Intent, Observation, Outcome, Receipt, Verdict
+from reconciler.domain import Attempt, Effect, Intent, Outcome, Verdict
 from reconciler.errors import AttemptConflictError, RunConflictError
 from reconciler.gate import RetryGate, RetryRequest
 from reconciler.hashing import request_hash
@@ -38,6 +38,7 @@ from reconciler.runs.messages import ToolUseBlock
 from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable
 from reconciler.runtime.guards import RunConfig
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput, call_key, operation_id
+from reconciler.verdicts import applied_refs
 
 #: Probe an operation once, now (`Sweeper.reconcile`); None when another sweeper holds it.
 Reconcile = Callable[[str], Judgement | None]
@@ -233,9 +234,7 @@ def _failed(tool: Tool, exc: Exception) -> ToolOutput:
 def evidence_result(judgement: Judgement) -> str:
     """The tool result for a call the provider shows applied: what the evidence says."""
     facts = judgement.facts
-    refs = sorted({m.provider_ref for o in facts.of(Observation) for m in o.matches}
-                  | {r.provider_ref for r in facts.of(Receipt)}
-                  | {a.receipt.provider_ref for a in facts.attempts if a.receipt})
+    refs = sorted(applied_refs(facts))
     result: dict[str, Any] = {
         "status": "applied", "verdict": judgement.decision.verdict.value,
         "operation_id": facts.intent.operation_id, "provider_refs": refs,

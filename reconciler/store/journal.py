@@ -121,29 +121,6 @@ class SqlJournal:
         return [RunEvent(r.run_id, r.seq, EventKind(r.kind), r.at,
                          json.loads(self.sealer.open(r.data))) for r in rows]
 
-    def summary(self, run_id: str) -> RunRow:
-        """The stored summary row (what list views read without replaying events)."""
-        with self.store.session() as s:
-            row = s.get(RunRow, run_id)
-        if row is None:
-            raise UnknownRunError(run_id)
-        return row
-
-    def run_ids(self, state: str | None = None, limit: int = 100) -> list[str]:
-        with self.store.session() as s:
-            query = select(RunRow.run_id)
-            if state is not None:
-                query = query.where(RunRow.state == state)
-            return list(s.exec(query.order_by(col(RunRow.created_at)).limit(limit)).all())
-
-    def result_keys(self, run_id: str) -> set[tuple[int, str]]:
-        """(turn, tool call id) of every recorded result of the run."""
-        with self.store.session() as s:
-            rows = s.exec(select(ToolResultRow).where(ToolResultRow.run_id == run_id)).all()
-        return {(r.turn, r.tool_call_id) for r in rows}
-
-
-
 
 def _summary_values(view: RunView) -> dict[str, Any]:
     usage = view.usage

@@ -1,0 +1,284 @@
+"""What every store promises (reconciler.ports): the same tests against the in-memory twin,
+SQLite and PostgreSQL, so that replay and unit tests on the twin mean what they mean on a
+database."""
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from reconciler.domain import (
+    Authority,
+    Effect,
+    Evidence,
+    Intent,
+    IntentConflict,
+    Observation,
+    Outcome,
+    ProviderContract,
+    Verdict,
+)
+from reconciler.errors import AttemptConflictError, IntentConflictError, UnknownOperationError
+from reconciler.ledger import Ledger
+from reconciler.ports import ERROR_CHARS, Leases, Round, Scheduled, Store
+from reconciler.store.memory import MemoryStore
+from reconciler.store.schema import leases_of, open_store
+from reconciler.store.sql import SqlStore
+from reconciler.verdicts import evaluate
+
+from builders import CONTRACT, H0, K0, OP, T0, attempt, intent, probe, receipt, resolution, t
+from stores import KINDS, opened
+
+
+@pytest.fixture(params=KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    with opened(request.param, tmp_path) as store:
+        yield store
+
+
+@pytest.fixture
+def leases(store: Store) -> Leases:
+    return leases_of(store)
+
+
+def op_intent(op: str, at: float = 0) -> Intent:
+    return replace(intent(), operation_id=op, at=t(at))
+
+
+def dispatched(store: Store, *ops: str) -> None:
+    store.put_contract(CONTRACT)
+    for op in ops:
+        store.record_intent(op_intent(op))
+        store.record_attempt(replace(attempt(1, 1), operation_id=op))
+
+
+def still_open(facts: object, contract: ProviderContract, number: int) -> Scheduled:
+    """A round rule that decides indeterminate and asks for the next round in 10 s."""
+    decision = evaluate(facts, contract, t(100))  # type: ignore[arg-type]
+    return Scheduled(decision, t(110), escalate=False)
+
+
+def escalating(facts: object, contract: ProviderContract, number: int) -> Scheduled:
+    return Scheduled(evaluate(facts, contract, t(100)), None, escalate=True)  # type: ignore
+
+
+# -- recording ------------------------------------------------------------------------------
+
+
+def test_recording_an_intent_twice_is_an_idempotent_repeat(store: Store) -> None:
+    assert store.record_intent(intent()) is True
+    assert store.record_intent(intent()) is False
+    assert store.facts(OP).intent == intent()
+
+
+@pytest.mark.parametrize("changed", [
+    {"request_hash": "sha256:" + "b" * 64}, {"idempotency_key": "key-9"},
+    {"effect": Effect.READ_ONLY}])
+def test_a_different_intent_for_an_existing_id_is_refused_and_recorded(
+        store: Store, changed: dict[str, object]) -> None:
+    store.record_intent(intent())
+    other = replace(intent(), **changed)  # type: ignore[arg-type]
+    with pytest.raises(IntentConflictError) as err:
+        store.record_intent(other)
+    assert err.value.operation_id == OP
+    facts = store.facts(OP)
+    assert facts.intent == intent()
+    assert [type(e) for e in facts.evidence] == [IntentConflict]
+
+
+def test_an_attempt_repeat_is_idempotent_and_a_changed_one_refused(store: Store) -> None:
+    store.record_intent(intent())
+    assert store.record_attempt(attempt(1, 1)) is True
+    assert store.record_attempt(attempt(1, 1)) is False
+    with pytest.raises(AttemptConflictError):
+        store.record_attempt(attempt(1, 1, Outcome.RESPONSE, status=200))
+
+
+def test_attempts_come_back_in_number_order(store: Store) -> None:
+    store.record_intent(intent())
+    store.record_attempt(attempt(2, 5))
+    store.record_attempt(attempt(1, 1))
+    assert [a.number for a in store.facts(OP).attempts] == [1, 2]
+
+
+def test_facts_and_evidence_for_an_unknown_operation_are_an_error(store: Store) -> None:
+    with pytest.raises(UnknownOperationError):
+        store.facts("nope")
+    with pytest.raises(UnknownOperationError):
+        store.record_evidence(receipt(1))
+    with pytest.raises(UnknownOperationError):
+        store.record_attempt(attempt(1, 1))
+
+
+def test_evidence_is_kept_in_recorded_order_with_every_field(store: Store) -> None:
+    store.record_intent(intent())
+    items: list[Evidence] = [probe(30, Authority.LAGGING, "ch_2", hash_=H0), receipt(10),
+                             probe(20, Authority.UNAVAILABLE),
+                             resolution(40, Verdict.VERIFIED_APPLIED)]
+    for item in items:
+        store.record_evidence(item)
+    assert list(store.facts(OP).evidence) == items
+
+
+def test_an_observations_error_is_kept_to_its_first_characters(store: Store) -> None:
+    store.record_intent(intent())
+    store.record_evidence(Observation(OP, t(5), "probe", Authority.UNAVAILABLE, (), "x" * 2000))
+    [kept] = store.facts(OP).evidence
+    assert isinstance(kept, Observation) and kept.error == "x" * ERROR_CHARS
+
+
+def test_unconfigured_provider_gets_the_cautious_default_contract(store: Store) -> None:
+    assert store.contract("unknown") == ProviderContract(name="unknown")
+    configured = ProviderContract(name="pay", idempotency_keys=True, max_attempts=5)
+    store.put_contract(configured)
+    assert store.contract("pay") == configured
+
+
+# -- deciding and listing -------------------------------------------------------------------
+
+
+def test_deciding_caches_the_verdict_and_its_time_only_when_it_changes(store: Store) -> None:
+    store.put_contract(CONTRACT)
+    store.record_intent(intent())
+    store.decide(OP, evaluate, t(1))
+    [first] = store.list_operations()
+    assert (first.verdict, first.updated_at) == ("indeterminate", T0)
+    store.record_evidence(receipt(10))
+    facts, decision, escalated = store.decide(OP, evaluate, t(11))
+    assert decision.verdict is Verdict.VERIFIED_APPLIED and not escalated
+    assert len(facts.evidence) == 1
+    store.decide(OP, evaluate, t(50))
+    [cached] = store.list_operations()
+    assert (cached.verdict, cached.next_action, cached.updated_at) == (
+        "verified_applied", "use_recorded_outcome", t(11))
+
+
+def test_list_operations_filters_by_verdict_and_pages_by_cursor(store: Store) -> None:
+    ledger = Ledger(store)
+    for n in range(5):
+        ledger.record_intent(Intent(f"op-{n}", H0, K0, "pay", "charge", Effect.READ_ONLY, T0))
+    page = store.list_operations(verdict="indeterminate", limit=2)
+    assert [o.operation_id for o in page] == ["op-0", "op-1"]
+    rest = store.list_operations(verdict="indeterminate", after="op-1", limit=10)
+    assert [o.operation_id for o in rest] == ["op-2", "op-3", "op-4"]
+    assert store.list_operations(verdict="verified_applied") == []
+    assert store.list_operations(escalated=True) == []
+
+
+def test_a_store_answers_ready(store: Store) -> None:
+    store.ready()
+
+
+# -- leases and the probe schedule ----------------------------------------------------------
+
+
+def test_only_dispatched_undecided_operations_are_claimed_oldest_first(
+        store: Store, leases: Leases) -> None:
+    store.record_intent(op_intent("never-sent"))
+    dispatched(store, "op-a", "op-b")
+    _, claimed = leases.conclude("s1", [], still_open, t(2), claim=10, lease_s=60)
+    assert sorted(i.operation_id for i in claimed) == ["op-a", "op-b"]
+    _, again = leases.conclude("s2", [], still_open, t(3), claim=10, lease_s=60)
+    assert again == []  # leased to s1
+
+
+def test_a_claim_takes_no_more_than_asked(store: Store, leases: Leases) -> None:
+    dispatched(store, "op-a", "op-b", "op-c")
+    _, claimed = leases.conclude("s1", [], still_open, t(2), claim=2, lease_s=60)
+    assert len(claimed) == 2
+
+
+def test_concluding_a_round_records_decides_schedules_and_releases(
+        store: Store, leases: Leases) -> None:
+    dispatched(store, OP)
+    _, [claimed] = leases.conclude("s1", [], still_open, t(2), claim=1, lease_s=60)
+    seen = probe(50, Authority.UNAVAILABLE)
+    [done], _ = leases.conclude("s1", [Round(claimed, [seen])], still_open, t(100))
+    assert done.facts.evidence == (seen,) and not done.escalate
+    assert store.facts(OP).evidence == (seen,)
+    # Not due before the scheduled time, due after it, to anyone (the lease was released).
+    assert leases.conclude("s2", [], still_open, t(105), claim=1, lease_s=60)[1] == []
+    assert [i.operation_id for i in leases.conclude(
+        "s2", [], still_open, t(111), claim=1, lease_s=60)[1]] == [OP]
+
+
+def test_an_escalated_operation_is_never_claimed_again(store: Store, leases: Leases) -> None:
+    dispatched(store, OP)
+    _, [claimed] = leases.conclude("s1", [], still_open, t(2), claim=1, lease_s=60)
+    [done], _ = leases.conclude("s1", [Round(claimed, [])], escalating, t(100))
+    assert done.escalate and not done.was_escalated
+    assert store.decide(OP, evaluate, t(200))[2] is True
+    assert leases.conclude("s2", [], still_open, t(10_000), claim=1, lease_s=60)[1] == []
+    assert [o.operation_id for o in store.list_operations(escalated=True)] == [OP]
+
+
+def test_a_round_whose_lease_was_taken_over_records_but_leaves_the_schedule(
+        store: Store, leases: Leases) -> None:
+    dispatched(store, OP)
+    _, [claimed] = leases.conclude("s1", [], still_open, t(2), claim=1, lease_s=10)
+    assert leases.claim(OP, "s2", t(20), 60)  # s1's lease lapsed at t(12)
+    leases.conclude("s1", [Round(claimed, [probe(21)])], escalating, t(21))
+    assert len(store.facts(OP).evidence) == 1
+    assert store.decide(OP, evaluate, t(22))[2] is False  # s1 could not escalate
+    assert not leases.claim(OP, "s3", t(30), 60)  # s2 still holds it
+
+
+def test_a_probe_lease_is_held_by_one_holder_until_it_lapses(
+        store: Store, leases: Leases) -> None:
+    dispatched(store, OP)
+    assert leases.claim(OP, "s1", t(2), 10)
+    assert leases.claim(OP, "s1", t(3), 10)  # renewed by its holder
+    assert not leases.claim(OP, "s2", t(4), 10)
+    assert leases.claim(OP, "s2", t(14), 10)
+    assert not leases.claim("nope", "s1", t(2), 10)
+
+
+def test_abandoned_rounds_are_counted_and_due_again_at_once(
+        store: Store, leases: Leases) -> None:
+    dispatched(store, OP)
+    leases.conclude("s1", [], still_open, t(2), claim=1, lease_s=60)
+    leases.abandon([OP], "s1")
+    assert [i.operation_id for i in leases.conclude(
+        "s2", [], still_open, t(3), claim=1, lease_s=60)[1]] == [OP]
+
+
+def test_release_all_gives_up_every_lease_of_one_holder(store: Store, leases: Leases) -> None:
+    dispatched(store, "op-a", "op-b")
+    leases.conclude("s1", [], still_open, t(2), claim=2, lease_s=60)
+    assert leases.release_all("s1") == 2
+    assert leases.release_all("s1") == 0
+    assert len(leases.conclude("s2", [], still_open, t(3), claim=2, lease_s=60)[1]) == 2
+
+
+def test_the_oldest_due_operation_says_how_long_it_has_waited(
+        store: Store, leases: Leases) -> None:
+    assert leases.oldest_due(t(0)) is None
+    dispatched(store, OP)
+    assert leases.oldest_due(t(5)) == T0  # due since its intent's state was born
+
+
+def test_a_retry_lease_is_granted_to_one_holder_at_a_time(store: Store, leases: Leases) -> None:
+    dispatched(store, OP)
+    expires = leases.acquire_retry(OP, "w1", t(2), 30)
+    assert expires == t(2) + timedelta(seconds=30)
+    assert leases.acquire_retry(OP, "w2", t(3), 30) is None
+    assert leases.acquire_retry(OP, "w1", t(4), 30) == t(34)  # renewed
+    assert leases.acquire_retry(OP, "w2", t(35), 30) == t(65)  # lapsed, taken over
+
+
+def test_the_memory_twin_and_a_database_agree_on_a_whole_replay(tmp_path: Path) -> None:
+    """The store-level promises add up: one fixture's facts give one verdict on both."""
+    verdicts = []
+    for store in (MemoryStore(), open_store(f"sqlite:///{tmp_path / 'r.db'}")):
+        ledger = Ledger(store, clock=lambda: t(200))
+        store.put_contract(CONTRACT)
+        ledger.record_intent(intent())
+        ledger.record_attempt(attempt(1, 1))
+        ledger.record_evidence(probe(100, Authority.AUTHORITATIVE))
+        verdicts.append(ledger.judge(OP).decision)
+        if isinstance(store, SqlStore):
+            store.engine.dispose()
+    assert verdicts[0] == verdicts[1]
+    assert verdicts[0].verdict is Verdict.VERIFIED_NOT_APPLIED
