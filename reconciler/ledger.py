@@ -3,11 +3,11 @@
 Every fact is recorded and every verdict decided here: the service's routes, the retry gate,
 the sweep's probe rounds, the agent runtime and fixture replay all go through a `Ledger`, so
 they all apply the same rules the same way. It is the only caller of `verdicts.evaluate` and
-of `schedule.next_round`; the store caches what they decide, in the transaction that read
+of `schedule`; the store caches what they decide, in the transaction that read
 the facts they were decided from.
 
     record_* ─▶ Store ──┐
-    judge ─────▶ Store.decide(evaluate) ──────────────────────────▶ Judgement
+    judge ─────▶ Store.decide(evaluate, then due_after) ──────────▶ Judgement
     conclude ──▶ Leases.conclude(evaluate, then next_round) ──────▶ Judgements, claimed intents
 """
 
@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from reconciler.domain import Attempt, Decision, Evidence, Facts, Intent, ProviderContract
 from reconciler.errors import AttemptConflictError, FactTimeError, UnknownOperationError
 from reconciler.ports import FIRST_DECISION, Leases, Round, Scheduled, Store
-from reconciler.schedule import SweepPolicy, next_round
+from reconciler.schedule import SweepPolicy, due_after, next_round
 from reconciler.verdicts import evaluate
 
 #: How far ahead of the ledger's clock a caller's timestamp may be. Evidence dated in the
@@ -123,7 +123,7 @@ class Ledger:
     def judge(self, operation_id: str, now: datetime | None = None) -> Judgement:
         """Decide the verdict from everything recorded, and cache it in the store."""
         at = now or self.clock()
-        facts, decision, escalated = self.store.decide(operation_id, evaluate, at)
+        facts, decision, escalated = self.store.decide(operation_id, _decided, at)
         return Judgement(facts, decision, at, escalated)
 
     def conclude(self, leases: Leases, holder: str, rounds: Sequence[Round],
@@ -144,3 +144,9 @@ class Ledger:
         judgements = [Judgement(c.facts, c.decision, now, c.was_escalated or c.escalate)
                       for c in ended]
         return judgements, intents, sum(c.escalate and not c.was_escalated for c in ended)
+
+
+def _decided(facts: Facts, contract: ProviderContract, now: datetime) -> Scheduled:
+    """The verdict on recorded facts, and when the next probe round is due if it changed."""
+    decision = evaluate(facts, contract, now)
+    return Scheduled(decision, due_after(facts, decision, contract))

@@ -36,19 +36,20 @@ FIRST_DECISION = (Verdict.INDETERMINATE, NextAction.RECONCILE)
 #: How much of an observation's error text a store keeps (it explains; it proves nothing).
 ERROR_CHARS = 500
 
-#: A pure decision: facts, contract and time in, decision out (the ledger hands the store
-#: `verdicts.evaluate` through it; the store applies it inside its own transaction).
-Rule = Callable[[Facts, ProviderContract, datetime], Decision]
-
-
 @dataclass(frozen=True, slots=True)
 class Scheduled:
-    """A probe round's outcome: the decision, when to probe next (None: never), and whether
-    the operation goes to a human."""
+    """A decision and what it means for the probe schedule: when the next round is due (None:
+    none is) and whether the operation goes to a human."""
 
     decision: Decision
-    next_probe_at: datetime | None
-    escalate: bool
+    due_at: datetime | None
+    escalate: bool = False
+
+
+#: A pure decision on a recorded fact: facts, contract and time in (the ledger hands the store
+#: `verdicts.evaluate` and `schedule.due_after` through it; the store applies it inside its own
+#: transaction). The store keeps the schedule it gives only when the verdict changes.
+Rule = Callable[[Facts, ProviderContract, datetime], Scheduled]
 
 
 #: The outcome of a probe round from its operation's facts (this round's evidence included),
@@ -101,7 +102,8 @@ class Store(Protocol):
 
     def record_attempt(self, attempt: Attempt) -> bool:
         """Record an attempt; True if new, False for an identical repeat. AttemptConflictError
-        when the number exists with other facts; UnknownOperationError without an intent."""
+        when the number exists with other facts; UnknownOperationError without an intent.
+        An undecided, unescalated operation with nothing due is due from this dispatch on."""
         ...
 
     def record_evidence(self, evidence: Evidence) -> None:
@@ -124,8 +126,9 @@ class Store(Protocol):
     def decide(self, operation_id: str, rule: Rule,
                now: datetime) -> tuple[Facts, Decision, bool]:
         """Apply `rule` to the operation's facts and contract and cache its decision, in one
-        transaction; only a change is written. The facts, the decision, and whether a sweeper
-        has escalated the operation to a human."""
+        transaction; only a change of verdict or next action is written (with the schedule
+        the rule gives; an escalated operation is never due). The facts, the decision, and
+        whether a sweeper has escalated the operation to a human."""
         ...
 
     def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
@@ -153,13 +156,13 @@ class Leases(Protocol):
         """In one transaction: append each round's evidence, apply `rule` on the operation's
         facts, cache the decision and, while `holder` still holds the probe lease, count the
         round, schedule the next one and release the lease; then lease up to `claim` due
-        operations (dispatched, indeterminate, not escalated, probe time come) to `holder` for
-        `lease_s`, oldest probe time first. The conclusions, and the claimed intents."""
+        operations (`due_at` come, lease free) to `holder` for `lease_s`, longest due first.
+        The conclusions, and the claimed intents."""
         ...
 
-    def abandon(self, operation_ids: Sequence[str], holder: str) -> None:
-        """Count a round for each operation, due again at once, and release its lease, without
-        deciding anything: rounds that could not conclude."""
+    def abandon(self, operation_ids: Sequence[str], holder: str, now: datetime) -> None:
+        """Count a round for each operation, due again at once if it was due, and release its
+        lease, without deciding anything: rounds that could not conclude."""
         ...
 
     def release_all(self, holder: str) -> int:

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from reconciler.domain import Decision, Facts, ProviderContract, Verdict
 from reconciler.ports import Scheduled
-from reconciler.verdicts import latest_dispatch, reconcile_deadline
+from reconciler.verdicts import Finding, latest_dispatch, proofs, reconcile_deadline
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,17 +40,51 @@ class SweepPolicy:
 DEFAULT_POLICY = SweepPolicy()
 
 
+def confirmation_due(facts: Facts, decision: Decision,
+                     contract: ProviderContract) -> datetime | None:
+    """When a verdict that rests on the caller's word is to be confirmed by the provider; None
+    when it needs no confirmation (SPEC section 4, "confirmed by the provider").
+
+        dispatch ─ 2xx, receipt or one match: verified_applied ─ window ends ─▶ one more round:
+                                                                   a second effect: duplicate_effect
+                                                                   a conclusive zero: false_success
+
+    A `verified_applied` from a success claim or a single match is confirmed once, by a read
+    made after the visibility window; a human's resolution is not the caller's word, and a
+    proving read made after the window is the confirmation already."""
+    if (decision.verdict is not Verdict.VERIFIED_APPLIED
+            or Finding.HUMAN_RESOLUTION in decision.findings):
+        return None
+    window_ends = latest_dispatch(facts) + timedelta(seconds=contract.visibility_lag_s)
+    if any(o.error is None and o.at >= window_ends for o in proofs(facts)):
+        return None
+    return window_ends
+
+
+def due_after(facts: Facts, decision: Decision, contract: ProviderContract) -> datetime | None:
+    """When the next round is due after the verdict changed on a recorded fact: an undecided
+    dispatched operation at once (oldest dispatch first), a settled one at its confirmation."""
+    if decision.verdict is Verdict.INDETERMINATE:
+        return latest_dispatch(facts) if facts.attempts else None
+    return confirmation_due(facts, decision, contract)
+
+
 def next_round(facts: Facts, decision: Decision, contract: ProviderContract, rounds: int,
                now: datetime, policy: SweepPolicy) -> Scheduled:
     """What the `rounds`-th probe round of an operation leads to."""
+    delay = min(policy.first_backoff_s * 2.0 ** (rounds - 1), policy.max_backoff_s)
     if decision.verdict is not Verdict.INDETERMINATE:
-        return Scheduled(decision, None, escalate=False)
+        # Settled; only a confirmation can be owed, and a failed read of it is tried again
+        # within the budget (never escalated: the verdict stands on what it has).
+        confirm = confirmation_due(facts, decision, contract)
+        if confirm is None or rounds >= policy.probe_budget:
+            return Scheduled(decision, None)
+        return Scheduled(decision, confirm if confirm > now else now + timedelta(seconds=delay))
     deadline = reconcile_deadline(facts, contract)
     if now >= deadline or rounds >= policy.probe_budget:
         return Scheduled(decision, None, escalate=True)
-    delay = min(policy.first_backoff_s * 2.0 ** (rounds - 1), policy.max_backoff_s)
     window_ends = (latest_dispatch(facts) + timedelta(seconds=contract.visibility_lag_s)
                    - now).total_seconds()
     if window_ends > 0:
         delay = min(delay, window_ends)
-    return Scheduled(decision, min(now + timedelta(seconds=delay), deadline), escalate=False)
+    return Scheduled(decision, min(now + timedelta(seconds=delay), deadline))

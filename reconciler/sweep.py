@@ -224,7 +224,7 @@ class Sweeper:
         if not operation_ids:
             return
         try:
-            self.leases.abandon(operation_ids, self.holder)
+            self.leases.abandon(operation_ids, self.holder, self.ledger.clock())
         except Exception as exc:
             log.warning("sweeper %s could not release %d leases (they lapse at expiry): %s",
                         self.holder, len(operation_ids), exc)

@@ -4,7 +4,7 @@ database."""
 
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,7 @@ from reconciler.domain import (
     Authority,
     Effect,
     Evidence,
+    Facts,
     Intent,
     IntentConflict,
     Observation,
@@ -52,6 +53,15 @@ def dispatched(store: Store, *ops: str) -> None:
     for op in ops:
         store.record_intent(op_intent(op))
         store.record_attempt(replace(attempt(1, 1), operation_id=op))
+
+
+def decided(facts: Facts, contract: ProviderContract, now: datetime) -> Scheduled:
+    """A rule for recorded facts that schedules nothing."""
+    return Scheduled(evaluate(facts, contract, now), None)
+
+
+def confirm_at_200(facts: Facts, contract: ProviderContract, now: datetime) -> Scheduled:
+    return Scheduled(evaluate(facts, contract, now), t(200))
 
 
 def still_open(facts: object, contract: ProviderContract, number: int) -> Scheduled:
@@ -142,14 +152,14 @@ def test_unconfigured_provider_gets_the_cautious_default_contract(store: Store) 
 def test_deciding_caches_the_verdict_and_its_time_only_when_it_changes(store: Store) -> None:
     store.put_contract(CONTRACT)
     store.record_intent(intent())
-    store.decide(OP, evaluate, t(1))
+    store.decide(OP, decided, t(1))
     [first] = store.list_operations()
     assert (first.verdict, first.updated_at) == ("indeterminate", T0)
     store.record_evidence(receipt(10))
-    facts, decision, escalated = store.decide(OP, evaluate, t(11))
+    facts, decision, escalated = store.decide(OP, decided, t(11))
     assert decision.verdict is Verdict.VERIFIED_APPLIED and not escalated
     assert len(facts.evidence) == 1
-    store.decide(OP, evaluate, t(50))
+    store.decide(OP, decided, t(50))
     [cached] = store.list_operations()
     assert (cached.verdict, cached.next_action, cached.updated_at) == (
         "verified_applied", "use_recorded_outcome", t(11))
@@ -209,7 +219,7 @@ def test_an_escalated_operation_is_never_claimed_again(store: Store, leases: Lea
     _, [claimed] = leases.conclude("s1", [], still_open, t(2), claim=1, lease_s=60)
     [done], _ = leases.conclude("s1", [Round(claimed, [])], escalating, t(100))
     assert done.escalate and not done.was_escalated
-    assert store.decide(OP, evaluate, t(200))[2] is True
+    assert store.decide(OP, decided, t(200))[2] is True
     assert leases.conclude("s2", [], still_open, t(10_000), claim=1, lease_s=60)[1] == []
     assert [o.operation_id for o in store.list_operations(escalated=True)] == [OP]
 
@@ -221,7 +231,7 @@ def test_a_round_whose_lease_was_taken_over_records_but_leaves_the_schedule(
     assert leases.claim(OP, "s2", t(20), 60)  # s1's lease lapsed at t(12)
     leases.conclude("s1", [Round(claimed, [probe(21)])], escalating, t(21))
     assert len(store.facts(OP).evidence) == 1
-    assert store.decide(OP, evaluate, t(22))[2] is False  # s1 could not escalate
+    assert store.decide(OP, decided, t(22))[2] is False  # s1 could not escalate
     assert not leases.claim(OP, "s3", t(30), 60)  # s2 still holds it
 
 
@@ -239,7 +249,7 @@ def test_abandoned_rounds_are_counted_and_due_again_at_once(
         store: Store, leases: Leases) -> None:
     dispatched(store, OP)
     leases.conclude("s1", [], still_open, t(2), claim=1, lease_s=60)
-    leases.abandon([OP], "s1")
+    leases.abandon([OP], "s1", t(2))
     assert [i.operation_id for i in leases.conclude(
         "s2", [], still_open, t(3), claim=1, lease_s=60)[1]] == [OP]
 
@@ -256,7 +266,27 @@ def test_the_oldest_due_operation_says_how_long_it_has_waited(
         store: Store, leases: Leases) -> None:
     assert leases.oldest_due(t(0)) is None
     dispatched(store, OP)
-    assert leases.oldest_due(t(5)) == T0  # due since its intent's state was born
+    assert leases.oldest_due(t(5)) == t(1)  # due since its first dispatch
+
+
+def test_a_first_dispatch_makes_an_undecided_operation_due_at_its_time(
+        store: Store, leases: Leases) -> None:
+    store.record_intent(intent())
+    assert leases.oldest_due(t(100)) is None  # nothing sent: nothing to probe
+    store.record_attempt(attempt(1, 3))
+    store.record_attempt(attempt(2, 9))
+    assert leases.oldest_due(t(100)) == t(3)
+
+
+def test_a_changed_verdict_keeps_the_schedule_its_rule_gives(
+        store: Store, leases: Leases) -> None:
+    dispatched(store, OP)
+    store.record_evidence(receipt(10))
+    store.decide(OP, confirm_at_200, t(11))  # verified_applied: a confirmation round at t(200)
+    assert leases.oldest_due(t(199)) is None
+    assert leases.oldest_due(t(200)) == t(200)
+    store.decide(OP, decided, t(12))  # the same verdict: the schedule is not touched
+    assert leases.oldest_due(t(200)) == t(200)
 
 
 def test_a_retry_lease_is_granted_to_one_holder_at_a_time(store: Store, leases: Leases) -> None:

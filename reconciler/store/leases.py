@@ -19,47 +19,38 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, exists, func, or_, update
+from sqlalchemy import ColumnElement, case, func, or_, update
 from sqlmodel import Session, col, select
 
-from reconciler.domain import Intent, Verdict
+from reconciler.domain import Intent
 from reconciler.ports import Conclusion, Round, RoundRule
 from reconciler.store import rows
 from reconciler.store.rounds import conclude
 from reconciler.store.sql import SqlStore
-from reconciler.store.tables import AttemptRow, IntentRow, StateRow
-
-INDETERMINATE = Verdict.INDETERMINATE.value
+from reconciler.store.tables import IntentRow, StateRow
 
 
 def _free(expires: Any, now: datetime) -> ColumnElement[bool]:
     return or_(col(expires).is_(None), col(expires) < now)
 
 
-def _due(now: datetime) -> list[ColumnElement[bool]]:
-    """Indeterminate, not escalated, dispatched at least once, its probe time come."""
-    return [
-        col(StateRow.verdict) == INDETERMINATE,
-        col(StateRow.escalated).is_(False),
-        or_(col(StateRow.next_probe_at).is_(None), col(StateRow.next_probe_at) <= now),
-        exists().where(col(AttemptRow.operation_id) == col(StateRow.operation_id)),
-    ]
-
-
 def _claim_due(s: Session, holder: str, now: datetime, lease_s: float,
                limit: int) -> list[Intent]:
-    query = (select(IntentRow)
-             .join(StateRow, col(StateRow.operation_id) == col(IntentRow.operation_id))
-             .where(*_due(now), _free(StateRow.lease_expires_at, now))
-             .order_by(col(StateRow.next_probe_at).asc().nulls_first())
-             .limit(limit)
-             .with_for_update(skip_locked=True, of=StateRow))
-    intents = [rows.intent_of(row) for row in s.exec(query).all()]
-    if intents:
-        s.exec(update(StateRow)
-               .where(col(StateRow.operation_id).in_([i.operation_id for i in intents]))
-               .values(lease_holder=holder, lease_expires_at=now + timedelta(seconds=lease_s)))
-    return intents
+    # State rows first, through the partial index of due rows only; their intents after.
+    due = (select(StateRow.operation_id)
+           .where(col(StateRow.due_at) <= now, _free(StateRow.lease_expires_at, now))
+           .order_by(col(StateRow.due_at))
+           .limit(limit)
+           .with_for_update(skip_locked=True))
+    ids = list(s.exec(due).all())
+    if not ids:
+        return []
+    s.exec(update(StateRow)
+           .where(col(StateRow.operation_id).in_(ids))
+           .values(lease_holder=holder, lease_expires_at=now + timedelta(seconds=lease_s)))
+    found = {row.operation_id: rows.intent_of(row)
+             for row in s.exec(select(IntentRow).where(col(IntentRow.operation_id).in_(ids)))}
+    return [found[op] for op in ids]
 
 
 class SqlLeases:
@@ -84,14 +75,15 @@ class SqlLeases:
             concluded = conclude(s, self.store, holder, rounds, rule, now)
             return concluded, _claim_due(s, holder, now, lease_s, claim) if claim else []
 
-    def abandon(self, operation_ids: Sequence[str], holder: str) -> None:
-        """Count a round for each operation, due again at once, and release its lease, without
-        deciding anything: rounds that could not conclude."""
+    def abandon(self, operation_ids: Sequence[str], holder: str, now: datetime) -> None:
+        """Count a round for each operation, due again at once if it was due, and release its
+        lease, without deciding anything: rounds that could not conclude."""
         with self.store.session() as s:
             s.exec(update(StateRow)
                    .where(col(StateRow.operation_id).in_(operation_ids),
                           col(StateRow.lease_holder) == holder)
-                   .values(probe_count=StateRow.probe_count + 1, next_probe_at=None,
+                   .values(probe_count=StateRow.probe_count + 1,
+                           due_at=case((col(StateRow.due_at).is_(None), None), else_=now),
                            lease_holder=None, lease_expires_at=None))
 
     def release_all(self, holder: str) -> int:
@@ -104,8 +96,7 @@ class SqlLeases:
 
     def oldest_due(self, now: datetime) -> datetime | None:
         """When the longest-waiting due operation became due (for the reconcile-lag metric)."""
-        became_due = func.coalesce(StateRow.next_probe_at, StateRow.updated_at)
-        query = select(func.min(became_due)).where(*_due(now))
+        query = select(func.min(StateRow.due_at)).where(col(StateRow.due_at) <= now)
         with self.store.session() as s:
             return s.exec(query).one()
 

@@ -44,7 +44,7 @@ class _State:
     next_action: str
     updated_at: datetime
     probe_count: int = 0
-    next_probe_at: datetime | None = None
+    due_at: datetime | None = None
     escalated: bool = False
     lease_holder: str | None = None
     lease_expires_at: datetime | None = None
@@ -102,6 +102,10 @@ class MemoryStore:
             existing = op.attempts.get(attempt.number)
             if existing is None:
                 op.attempts[attempt.number] = attempt
+                state = op.state
+                if (state.due_at is None and not state.escalated
+                        and state.verdict == Verdict.INDETERMINATE.value):
+                    state.due_at = attempt.at
                 return True
         if existing == attempt:
             return False
@@ -129,9 +133,10 @@ class MemoryStore:
         with self._lock:
             op = self._require(operation_id)
             facts = op.facts()
-            decision = rule(facts, self.contract(facts.intent.provider), now)
-            _cache(op.state, decision, now)
-            return facts, decision, op.state.escalated
+            scheduled = rule(facts, self.contract(facts.intent.provider), now)
+            if _cache(op.state, scheduled.decision, now):
+                op.state.due_at = None if op.state.escalated else scheduled.due_at
+            return facts, scheduled.decision, op.state.escalated
 
     def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
                         after: str | None = None, limit: int = 50) -> list[OperationSummary]:
@@ -167,13 +172,13 @@ class MemoryStore:
             concluded = [self._conclude(holder, r, rule, now) for r in rounds]
             return concluded, self._claim_due(holder, now, lease_s, claim)
 
-    def abandon(self, operation_ids: Sequence[str], holder: str) -> None:
+    def abandon(self, operation_ids: Sequence[str], holder: str, now: datetime) -> None:
         with self._lock:
             for op_id in operation_ids:
                 op = self._operations.get(op_id)
                 if op is not None and op.state.lease_holder == holder:
                     op.state.probe_count += 1
-                    op.state.next_probe_at = None
+                    op.state.due_at = None if op.state.due_at is None else now
                     op.state.lease_holder = op.state.lease_expires_at = None
 
     def release_all(self, holder: str) -> int:
@@ -186,8 +191,9 @@ class MemoryStore:
 
     def oldest_due(self, now: datetime) -> datetime | None:
         with self._lock:
-            return min((op.state.next_probe_at or op.state.updated_at
-                        for op in self._operations.values() if _due(op, now)), default=None)
+            due = [op.state.due_at for op in self._operations.values()
+                   if op.state.due_at is not None and op.state.due_at <= now]
+            return min(due, default=None)
 
     def acquire_retry(self, operation_id: str, holder: str, now: datetime,
                       ttl_s: float) -> datetime | None:
@@ -219,8 +225,8 @@ class MemoryStore:
         _cache(state, scheduled.decision, now)
         if state.lease_holder == holder:
             state.probe_count += 1
-            state.next_probe_at = scheduled.next_probe_at
             state.escalated = state.escalated or scheduled.escalate
+            state.due_at = None if state.escalated else scheduled.due_at
             state.lease_holder = state.lease_expires_at = None
         return Conclusion(facts, scheduled.decision, was_escalated, scheduled.escalate)
 
@@ -229,10 +235,8 @@ class MemoryStore:
         if limit <= 0:
             return []
         due = [op for op in self._operations.values()
-               if _due(op, now) and _free(op.state.lease_expires_at, now)]
-        # Oldest probe time first, never-probed (None) before all.
-        due.sort(key=lambda op: (op.state.next_probe_at is not None,
-                                 op.state.next_probe_at or now))
+               if _due(op.state, now) and _free(op.state.lease_expires_at, now)]
+        due.sort(key=lambda op: op.state.due_at or now)
         claimed = due[:limit]
         for op in claimed:
             op.state.lease_holder = holder
@@ -240,18 +244,18 @@ class MemoryStore:
         return [op.intent for op in claimed]
 
 
-def _due(op: _Operation, now: datetime) -> bool:
-    """Indeterminate, not escalated, dispatched at least once, its probe time come."""
-    state = op.state
-    return (state.verdict == Verdict.INDETERMINATE.value and not state.escalated
-            and bool(op.attempts) and (state.next_probe_at is None or state.next_probe_at <= now))
+def _due(state: _State, now: datetime) -> bool:
+    return state.due_at is not None and state.due_at <= now
 
 
-def _cache(state: _State, decision: Decision, now: datetime) -> None:
-    """Only a change is written: `updated_at` says when the verdict last changed."""
+def _cache(state: _State, decision: Decision, now: datetime) -> bool:
+    """Only a change is written (`updated_at` says when the verdict last changed); whether
+    there was one."""
     verdict, action = decision.verdict.value, decision.next_action
-    if (state.verdict, state.next_action) != (verdict, action):
-        state.verdict, state.next_action, state.updated_at = verdict, action, now
+    if (state.verdict, state.next_action) == (verdict, action):
+        return False
+    state.verdict, state.next_action, state.updated_at = verdict, action, now
+    return True
 
 
 def _kept(evidence: Evidence) -> Evidence:

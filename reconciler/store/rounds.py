@@ -32,7 +32,7 @@ _LOCK_STATES = (sqlalchemy.select(_STATE)
 #: A concluded round's state row, for many rows at once (one executemany).
 _UPDATE_STATE = update(_STATE).where(_STATE.c.operation_id == bindparam("b_id")).values(
     {column: bindparam(f"b_{column}") for column in (
-        "verdict", "next_action", "updated_at", "probe_count", "next_probe_at", "escalated",
+        "verdict", "next_action", "updated_at", "probe_count", "due_at", "escalated",
         "lease_holder", "lease_expires_at")})
 
 
@@ -76,12 +76,13 @@ def _concluded_state(state: Row[Any], scheduled: Scheduled, now: datetime, *,
     changed = (state.verdict, state.next_action) != (verdict, action)
     values = {"b_id": state.operation_id, "b_verdict": verdict, "b_next_action": action,
               "b_updated_at": now if changed else state.updated_at}
+    escalated = state.escalated or scheduled.escalate
     if leased:
         return {**values, "b_probe_count": state.probe_count + 1,
-                "b_next_probe_at": scheduled.next_probe_at,
-                "b_escalated": state.escalated or scheduled.escalate, "b_lease_holder": None,
+                "b_due_at": None if escalated else scheduled.due_at,
+                "b_escalated": escalated, "b_lease_holder": None,
                 "b_lease_expires_at": None}
     return {**values, "b_probe_count": state.probe_count,
-            "b_next_probe_at": state.next_probe_at, "b_escalated": state.escalated,
+            "b_due_at": state.due_at, "b_escalated": state.escalated,
             "b_lease_holder": state.lease_holder, "b_lease_expires_at": state.lease_expires_at}
 

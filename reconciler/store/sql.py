@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, Insert, Table, bindparam, insert
+from sqlalchemy import Engine, Insert, Table, bindparam, insert, update
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
@@ -20,6 +20,7 @@ from reconciler.domain import (
     Intent,
     IntentConflict,
     ProviderContract,
+    Verdict,
 )
 from reconciler.errors import (
     AttemptConflictError,
@@ -44,6 +45,13 @@ INSERT_INTENT = _insert(IntentRow)
 INSERT_STATE = _insert(StateRow)
 INSERT_ATTEMPT = _insert(AttemptRow)
 INSERT_EVIDENCE = _insert(EvidenceRow)
+_STATE: Table = StateRow.__table__  # type: ignore[attr-defined]
+#: A first dispatch makes an undecided operation due (`Store.record_attempt`).
+DUE_ON_DISPATCH = (update(_STATE)
+                   .where(_STATE.c.operation_id == bindparam("op"), _STATE.c.due_at.is_(None),
+                          _STATE.c.verdict == Verdict.INDETERMINATE.value,
+                          _STATE.c.escalated.is_(False))
+                   .values(due_at=bindparam("at")))
 # The attempts and evidence of the operations "ids" (one, or a sweep's batch).
 ATTEMPTS_OF = (select(AttemptRow)
                .where(col(AttemptRow.operation_id).in_(bindparam("ids", expanding=True)))
@@ -112,7 +120,8 @@ class SqlStore:
 
     def record_attempt(self, attempt: Attempt) -> bool:
         try:
-            self._commit([(INSERT_ATTEMPT, rows.attempt_values(attempt))])
+            self._commit([(INSERT_ATTEMPT, rows.attempt_values(attempt)),
+                          (DUE_ON_DISPATCH, {"op": attempt.operation_id, "at": attempt.at})])
             return True
         except IntegrityError as exc:
             # No such operation, or the number is taken (a repeat, a conflict, a race lost to
@@ -167,12 +176,14 @@ class SqlStore:
         """
         with self.session() as s:
             facts = self._facts(s, operation_id)
-            decision = rule(facts, self.contract_in(s, facts.intent.provider), now)
+            scheduled = rule(facts, self.contract_in(s, facts.intent.provider), now)
+            decision = scheduled.decision
             state = s.get(StateRow, operation_id)
             assert state is not None  # born with the intent (record_intent)
             verdict, action = decision.verdict.value, decision.next_action
             if (state.verdict, state.next_action) != (verdict, action):
                 state.verdict, state.next_action, state.updated_at = verdict, action, now
+                state.due_at = None if state.escalated else scheduled.due_at
             return facts, decision, state.escalated
 
     def _facts(self, s: Session, operation_id: str) -> Facts:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Index, TypeDecorator, UniqueConstraint
+from sqlalchemy import DateTime, Index, TypeDecorator, UniqueConstraint, text
 from sqlalchemy.engine import Dialect
 from sqlmodel import Column, Field, SQLModel
 
@@ -110,8 +110,10 @@ class StateRow(SQLModel, table=True):
     """Mutable bookkeeping per operation: the cached verdict, the probe schedule, the leases."""
 
     __tablename__ = "operation_state"
-    # Verdict first: settled operations, most of a grown store, are skipped by the due scan.
-    __table_args__ = (Index("ix_state_due", "verdict", "escalated", "next_probe_at"),)
+    # Only the due rows are indexed: a claim reads them and nothing else, however many
+    # operations are settled or never dispatched.
+    __table_args__ = (Index("ix_state_due", "due_at", sqlite_where=text("due_at IS NOT NULL"),
+                            postgresql_where=text("due_at IS NOT NULL")),)
 
     operation_id: str = Field(foreign_key="intents.operation_id", primary_key=True,
                               max_length=200)
@@ -119,7 +121,8 @@ class StateRow(SQLModel, table=True):
     next_action: str = Field(max_length=40)
     escalated: bool = False
     probe_count: int = 0
-    next_probe_at: datetime | None = _at(nullable=True)
+    #: When the next probe round is due; None when none is (settled, escalated, not dispatched).
+    due_at: datetime | None = _at(nullable=True)
     lease_holder: str | None = Field(default=None, max_length=200)
     lease_expires_at: datetime | None = _at(nullable=True)
     retry_holder: str | None = Field(default=None, max_length=200)
