@@ -132,8 +132,10 @@ class Store(Protocol):
         ...
 
     def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
-                        after: str | None = None, limit: int = 50) -> list[OperationSummary]:
-        """Operations in id order, `limit` at a time, starting after the `after` cursor."""
+                        run_id: str | None = None, after: str | None = None,
+                        limit: int = 50) -> list[OperationSummary]:
+        """Operations in id order, `limit` at a time, starting after the `after` cursor; only
+        those of one agent run with `run_id`."""
         ...
 
     def ready(self) -> None:

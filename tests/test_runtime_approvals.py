@@ -130,3 +130,34 @@ def test_a_timed_out_run_resumes_through_recovery(world: World) -> None:
     view = run(rt.resume(view.run_id)).view
     assert view.state is S.COMPLETED and len(tool.calls) == 1
     assert first_call(view).result_source == "reconciled"
+
+
+def test_a_call_the_sweep_later_proves_applied_moves_on_without_a_human(world: World) -> None:
+    tool = send()
+    view = awaiting(world, tool)
+    op = operation_id(view.run_id, FIRST)
+    world.reconcile.finds = "applied"
+    world.reconcile(op)  # what a sweep round records while the run waits
+    rt = world.runtime(script_for(tool), [tool.tool])
+    assert rt.get(view.run_id).state is not S.AWAITING_APPROVAL
+    done = run(rt.advance(view.run_id)).view
+    assert done.state is S.COMPLETED and len(tool.calls) == 1
+    assert first_call(done).result_source == "reconciled"
+    decided_by = [e.data["actor"] for e in world.journal.events(view.run_id)
+                  if e.kind.value == "approval_decided"]
+    assert decided_by == ["reconciler (evidence)"]
+    assert world.store.facts(op).of(Resolution) == []  # no human said anything
+
+
+def test_a_call_later_found_applied_twice_makes_the_completed_run_unhealthy(
+        world: World) -> None:
+    tool = send()
+    view = decided(world, tool, awaiting(world, tool), "applied")
+    rt = world.runtime(script_for(tool), [tool.tool])
+    assert view.state is S.COMPLETED and rt.unhealthy(view.run_id) == []
+    op = operation_id(view.run_id, FIRST)
+    world.reconcile.finds = "applied_twice"
+    world.reconcile(op)
+    [unhealthy] = rt.unhealthy(view.run_id)
+    assert (unhealthy.operation_id, unhealthy.verdict) == (op, "duplicate_effect")
+    assert rt.get(view.run_id).state is S.COMPLETED

@@ -23,7 +23,7 @@ from reconciler.domain import Approval, Resolution, Verdict
 from reconciler.errors import ApprovalError, RunConflictError
 from reconciler.gate import RetryGate
 from reconciler.ledger import Ledger
-from reconciler.ports import Journal
+from reconciler.ports import Journal, OperationSummary
 from reconciler.runs.events import CallView, EventKind, RunView
 from reconciler.runs.messages import ModelRequest, TextBlock, message_to_json, usage_to_json
 from reconciler.runs.states import RunState
@@ -52,6 +52,11 @@ _LIVE = frozenset({S.RUNNING, S.AWAITING_TOOL})
 _CONFLICT_RETRIES = 3
 #: What a human may decide about a call whose effect the evidence could not settle.
 DECISIONS = ("applied", "not_applied", "approve_retry", "reject")
+#: Who decided a pending approval that the evidence settled before any human did.
+EVIDENCE_ACTOR = "reconciler (evidence)"
+#: Verdicts that make the run that made the call unhealthy (SPEC section 4, rule 3 and the
+#: confirmation after success).
+UNHEALTHY = frozenset({Verdict.FALSE_SUCCESS.value, Verdict.DUPLICATE_EFFECT.value})
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +105,16 @@ class AgentRuntime:
                           correlation_id=correlation_id)
 
     def get(self, run_id: str) -> RunView:
-        """The run; a pending approval past its timeout is timed out first."""
+        """The run; a pending approval the evidence has settled, or past its timeout, is
+        decided first."""
         view = self.journal.load(run_id)
-        return self._expire(view, RunConfig.of(view.config))
+        return self._review_approval(view, RunConfig.of(view.config))
+
+    def unhealthy(self, run_id: str) -> list[OperationSummary]:
+        """The run's operations whose effect turned out wrong after the fact (a double effect,
+        or a success the provider never did): the run is unhealthy, even if it completed."""
+        return [o for o in self.ledger.store.list_operations(run_id=run_id, limit=10_000)
+                if o.verdict in UNHEALTHY]
 
     async def advance(self, run_id: str, *, deadline: float | None = None,
                       take_over: bool = False) -> Advance:
@@ -200,7 +212,7 @@ class AgentRuntime:
         config = RunConfig.of(view.config)
         if view.state is S.QUEUED:
             view = self._append(view, EventKind.STARTED, {})
-        view = self._expire(view, config)
+        view = self._review_approval(view, config)
         if view.state not in _LIVE:
             return Advance(view)
         if view.continue_request is not None:
@@ -332,10 +344,19 @@ class AgentRuntime:
         return self._append(view, EventKind.CANCELLED,
                             {"reason": reason, "partial_results": partial})
 
-    def _expire(self, view: RunView, config: RunConfig) -> RunView:
+    def _review_approval(self, view: RunView, config: RunConfig) -> RunView:
+        """A run waits for a human on a call whose effect was in doubt. If the evidence has
+        since shown it applied (the sweep probed it), no human is needed; past the approval
+        timeout, the run times out."""
         pending = view.approval
         if pending is None or view.state is not S.AWAITING_APPROVAL:
             return view
+        operation = view.calls[pending.tool_call_id].operation_id
+        if operation is not None and (self.ledger.judge(operation).decision.verdict
+                                      is Verdict.VERIFIED_APPLIED):
+            return self._append(view, EventKind.APPROVAL_DECIDED, {
+                "tool_call_id": pending.tool_call_id, "decision": "applied",
+                "actor": EVIDENCE_ACTOR, "note": "the provider shows the call took effect"})
         if self._now() - pending.requested_at < timedelta(seconds=config.approval_timeout_s):
             return view
         return self._append(view, EventKind.TIMED_OUT, {

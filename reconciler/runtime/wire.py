@@ -8,12 +8,14 @@ resume changes. Each key is checked against `RunConfig` and stored as its checke
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, fields
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
+from reconciler.ports import OperationSummary
 from reconciler.runs.events import CallView, EventKind, RunEvent, RunView
 from reconciler.runs.messages import usage_to_json
 from reconciler.runs.states import RunState
@@ -137,6 +139,21 @@ class CallOut(BaseModel):
                                "guard, rejected, cancelled")
 
 
+class UnhealthyCallOut(BaseModel):
+    operation_id: str
+    verdict: str
+    next_action: str
+
+
+class HealthOut(BaseModel):
+    """Whether the run's effects turned out as its tool calls were told (SPEC section 4)."""
+
+    healthy: bool
+    unhealthy_calls: list[UnhealthyCallOut] = Field(
+        description="operations of the run found false_success or duplicate_effect after the "
+                    "fact; the run is unhealthy even if it completed")
+
+
 class RunOut(BaseModel):
     run_id: str
     state: RunState
@@ -157,6 +174,7 @@ class RunOut(BaseModel):
     continue_request: ContinueRequestOut | None = Field(
         description="set when the run paused for the deadline: answer it to go on")
     calls: list[CallOut]
+    health: HealthOut
 
 
 class RunEventOut(BaseModel):
@@ -171,7 +189,8 @@ class RunEventsOut(RunOut):
     next_after: int | None = Field(description="pass as ?after= for the next page of events")
 
 
-def run_out(view: RunView) -> RunOut:
+def run_out(view: RunView, unhealthy: Sequence[OperationSummary] = ()) -> RunOut:
+    """The run as a client gets it; `unhealthy` are its operations whose effect went wrong."""
     approval = view.approval
     return RunOut(
         run_id=view.run_id, state=view.state, seq=view.seq, created_at=view.created_at,
@@ -187,14 +206,18 @@ def run_out(view: RunView) -> RunOut:
         continue_request=ContinueRequestOut(id=view.continue_request, run_id=view.run_id,
                                             tool_steps=view.tool_steps)
         if view.continue_request is not None else None,
-        calls=[_call_out(call) for call in view.calls.values()])
+        calls=[_call_out(call) for call in view.calls.values()],
+        health=HealthOut(healthy=not unhealthy, unhealthy_calls=[
+            UnhealthyCallOut(operation_id=o.operation_id, verdict=o.verdict,
+                             next_action=o.next_action) for o in unhealthy]))
 
 
-def run_events_out(view: RunView, events: list[RunEvent], limit: int) -> RunEventsOut:
+def run_events_out(view: RunView, events: list[RunEvent], limit: int,
+                   unhealthy: Sequence[OperationSummary] = ()) -> RunEventsOut:
     """The run with one page of its events (`events` may hold one more than `limit`)."""
     page = events[:limit]
     return RunEventsOut(
-        **dict(run_out(view)),
+        **dict(run_out(view, unhealthy)),
         events=[RunEventOut(seq=e.seq, kind=e.kind, at=e.at, data=dict(e.data)) for e in page],
         next_after=page[-1].seq if len(events) > limit else None)
 

@@ -32,6 +32,7 @@ from reconciler.errors import (
     RunKeyError,
     UnknownRunError,
 )
+from reconciler.runs.events import RunView
 from reconciler.runs.states import RunState
 from reconciler.runtime.agent import Agent
 from reconciler.runtime.loop import AgentRuntime
@@ -137,7 +138,7 @@ def _deadline(deadline_s: float) -> float:
 
 async def _advanced(runs: Runs, run_id: str, deadline_s: float) -> RunOut:
     advance = await runs.runtime.advance(run_id, deadline=_deadline(deadline_s))
-    return run_out(advance.view)
+    return _out(runs, advance.view)
 
 
 @router.post("", status_code=201, response_model=RunOut, responses=problem_responses(404, 409))
@@ -156,7 +157,8 @@ def get_run(run_id: RunIdPath, runs: RunsDep, after: Annotated[int, Query(ge=0)]
     """The run and its events after sequence number `after` (a pending approval past its
     timeout is timed out first)."""
     view = runs.runtime.get(run_id)
-    return run_events_out(view, runs.runtime.journal.events(run_id, after)[:limit + 1], limit)
+    return run_events_out(view, runs.runtime.journal.events(run_id, after)[:limit + 1], limit,
+                          runs.runtime.unhealthy(run_id))
 
 
 @router.post("/{run_id}/approve", response_model=RunOut, responses=problem_responses(404, 409))
@@ -183,7 +185,7 @@ async def _decide(runs: Runs, run_id: str, resume_token: str, decision: str, act
     except RunConflictError:
         # The decision is recorded (a repeat of it would be refused): whoever holds the run
         # carries it out. Answer with the run as it is rather than a failure.
-        return run_out(runs.runtime.get(run_id))
+        return _out(runs, runs.runtime.get(run_id))
 
 
 @router.post("/{run_id}/cancel", response_model=RunOut, responses=problem_responses(404, 409))
@@ -192,14 +194,14 @@ async def cancel(run_id: RunIdPath, body: CancelIn, runs: RunsDep) -> RunOut:
     get a result saying so. Cancelling a cancelled run changes nothing; a completed one is 409."""
     view = runs.runtime.get(run_id)
     if view.state is RunState.CANCELLED:
-        return run_out(view)
+        return _out(runs, view)
     try:
         view = await runs.runtime.cancel(run_id, body.reason)
     except TimeoutError:
         raise ProblemError(CANCEL_PENDING, "the run was told to stop but is still finishing "
                            "its current step; read it again shortly",
                            extensions={"run_id": run_id}) from None
-    return run_out(view)
+    return _out(runs, view)
 
 
 @router.post("/{run_id}/resume", response_model=RunOut, responses=problem_responses(404, 409))
@@ -213,7 +215,7 @@ async def resume(run_id: RunIdPath, body: ResumeIn, runs: RunsDep) -> RunOut:
         advance = await runs.runtime.advance(run_id, deadline=deadline)
     else:
         advance = await runs.runtime.resume(run_id, config=body.config, deadline=deadline)
-    return run_out(advance.view)
+    return _out(runs, advance.view)
 
 
 @router.post("/{run_id}/continue", response_model=RunOut, responses=problem_responses(404, 409))
@@ -222,4 +224,9 @@ async def continue_run(run_id: RunIdPath, body: ContinueIn, runs: RunsDep) -> Ru
     the pending one, or was answered already, is 409."""
     advance = await runs.runtime.continue_(run_id, body.continue_request_id,
                                            deadline=_deadline(body.deadline_s))
-    return run_out(advance.view)
+    return _out(runs, advance.view)
+
+
+def _out(runs: Runs, view: RunView) -> RunOut:
+    """The run as a client gets it, with its health read off its operations."""
+    return run_out(view, runs.runtime.unhealthy(view.run_id))

@@ -139,7 +139,8 @@ class MemoryStore:
             return facts, scheduled.decision, op.state.escalated
 
     def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
-                        after: str | None = None, limit: int = 50) -> list[OperationSummary]:
+                        run_id: str | None = None, after: str | None = None,
+                        limit: int = 50) -> list[OperationSummary]:
         with self._lock:
             chosen = [
                 OperationSummary(op_id, op.intent.provider, op.intent.action, op.state.verdict,
@@ -147,6 +148,7 @@ class MemoryStore:
                 for op_id, op in self._operations.items()
                 if (verdict is None or op.state.verdict == verdict)
                 and (escalated is None or op.state.escalated == escalated)
+                and (run_id is None or op.intent.run_id == run_id)
                 and (after is None or op_id > after)]
         return sorted(chosen, key=lambda s: s.operation_id)[:limit]
 

@@ -204,7 +204,8 @@ class SqlStore:
         return cached
 
     def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
-                        after: str | None = None, limit: int = 50) -> list[OperationSummary]:
+                        run_id: str | None = None, after: str | None = None,
+                        limit: int = 50) -> list[OperationSummary]:
         """Operations in id order, `limit` at a time, starting after the `after` cursor."""
         query = select(IntentRow, StateRow).join(
             StateRow, col(StateRow.operation_id) == col(IntentRow.operation_id))
@@ -212,6 +213,8 @@ class SqlStore:
             query = query.where(StateRow.verdict == verdict)
         if escalated is not None:
             query = query.where(StateRow.escalated == escalated)
+        if run_id is not None:
+            query = query.where(IntentRow.run_id == run_id)
         if after is not None:
             query = query.where(col(IntentRow.operation_id) > after)
         query = query.order_by(col(IntentRow.operation_id)).limit(limit)

@@ -1,0 +1,127 @@
+"""Confirmation after success (SPEC section 4), end to end over HTTP against the sandbox: a
+provider that double-processed a charge, or acknowledged one it never made, is caught by the
+sweep on its own once the visibility window has passed, and the run that made the call is
+marked unhealthy although it completed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from probes.config import parse_config
+from reconciler.demo.agent import SHAPES, receipt_of
+from reconciler.demo.scenarios import probe_config
+from reconciler.hashing import canonical_json
+from reconciler.ledger import Ledger
+from reconciler.runs.messages import ToolSpec
+from reconciler.runtime.agent import Agent
+from reconciler.runtime.scripted import ScriptedModel, call, say, tool_use
+from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
+from reconciler.sandbox import running_sandbox
+from reconciler.service import Settings, create_app
+from reconciler.store.schema import open_store
+
+from service_harness import serving
+
+pytestmark = pytest.mark.usefixtures("no_internal_errors")
+
+PAYMENTS = SHAPES["payments"]
+#: Bounds the wait for the sweep, which runs every SWEEP_S: the verdict must change by itself.
+SWEEP_S, WAIT_S = 0.2, 20.0
+
+
+def charge_tool(sandbox_url: str, fault: str | None) -> Tool:
+    """Charges at the sandbox with `fault`: the provider answers 200 either way."""
+
+    async def charge(tool_call: ToolCall) -> ToolOutput:
+        assert tool_call.operation_id is not None
+        headers = {"Content-Type": "application/json",
+                   "Idempotency-Key": tool_call.idempotency_key}
+        if fault is not None:
+            headers["X-Sandbox-Fault"] = fault
+        async with httpx.AsyncClient(timeout=5) as http:
+            response = await http.post(
+                sandbox_url + PAYMENTS.root + PAYMENTS.path, headers=headers,
+                content=canonical_json(PAYMENTS.params(tool_call.operation_id)))
+        return ToolOutput(response.text, is_error=not response.is_success,
+                          status=response.status_code, receipt=receipt_of(PAYMENTS, response))
+
+    return Tool(ToolSpec("charge", "charge the deposit", {"type": "object"}), PAYMENTS.effect,
+                charge, provider=PAYMENTS.provider, action=PAYMENTS.action,
+                request=lambda c: PAYMENTS.params(c.operation_id or ""), uses_key=True)
+
+
+@contextmanager
+def sidecar_charging(tmp_path: Path, fault: str | None) -> Iterator[httpx.Client]:
+    """The sidecar sweeping every SWEEP_S with the sandbox's probes, and an agent that charges
+    once (with `fault`) and says it is done."""
+    with running_sandbox() as sandbox:
+        providers = parse_config(probe_config(sandbox.url))
+        store = open_store(f"sqlite:///{tmp_path / 'r.db'}")
+        for setup in providers.values():
+            store.put_contract(setup.contract)
+        agent = Agent(ScriptedModel([call(tool_use("charge", {"amount": 1250})), say("Charged.")]),
+                      [charge_tool(sandbox.url, fault)])
+        app = create_app(Settings(sweep_interval_s=SWEEP_S), ledger=Ledger(store),
+                         agent=agent,
+                         probes_for=lambda p: providers[p].probes if p in providers else ())
+        with serving(app) as url, httpx.Client(base_url=url, timeout=20) as http:
+            yield http
+
+
+def settled_by_itself(http: httpx.Client, operation_id: str, verdict: str) -> dict[str, Any]:
+    """The operation as the sweep leaves it, read until it shows `verdict` (or WAIT_S passed)."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        body: dict[str, Any] = http.get(f"/v1/operations/{operation_id}").json()
+        if body["verdict"] == verdict or time.monotonic() > deadline:
+            return body
+        time.sleep(SWEEP_S)
+
+
+@pytest.mark.parametrize(("fault", "verdict"), [("duplicate", "duplicate_effect"),
+                                                ("ack_no_effect", "false_success")])
+def test_a_success_the_provider_contradicts_is_caught_and_the_run_marked_unhealthy(
+        tmp_path: Path, fault: str, verdict: str) -> None:
+    with sidecar_charging(tmp_path, fault) as http:
+        run = http.post("/v1/runs", json={"input": "Charge the deposit."}).json()
+        assert run["state"] == "completed", run
+        assert run["health"] == {"healthy": True, "unhealthy_calls": []}
+        [charge] = run["calls"]
+        operation_id = charge["operation_id"]
+
+        operation = settled_by_itself(http, operation_id, verdict)
+        assert operation["verdict"] == verdict, operation
+        assert "success_claim" in operation["findings"]
+        assert operation["retry_allowed"] is False
+
+        health = http.get(f"/v1/runs/{run['run_id']}").json()["health"]
+        assert health["healthy"] is False
+        assert [(c["operation_id"], c["verdict"]) for c in health["unhealthy_calls"]] == [
+            (operation_id, verdict)]
+
+
+def test_a_success_the_provider_confirms_is_probed_once_and_stays(tmp_path: Path) -> None:
+    with sidecar_charging(tmp_path, None) as http:
+        run = http.post("/v1/runs", json={"input": "Charge the deposit."}).json()
+        [charge] = run["calls"]
+        operation_id = charge["operation_id"]
+        first = http.get(f"/v1/operations/{operation_id}").json()
+        assert first["verdict"] == "verified_applied"
+        deadline = time.monotonic() + WAIT_S
+        confirmed = first
+        while not any(e["kind"] == "observation" for e in confirmed["evidence"]):
+            assert time.monotonic() < deadline, "the sweep never confirmed the charge"
+            time.sleep(SWEEP_S)
+            confirmed = http.get(f"/v1/operations/{operation_id}").json()
+        assert confirmed["verdict"] == "verified_applied"
+        seen = len(confirmed["evidence"])
+        time.sleep(SWEEP_S * 10)  # ten sweeps later: confirmed once, never probed again
+        assert len(http.get(f"/v1/operations/{operation_id}").json()["evidence"]) == seen
+        assert http.get(f"/v1/runs/{run['run_id']}").json()["health"]["healthy"] is True
