@@ -1,4 +1,5 @@
-"""What the run loop knows of a model: content blocks, messages, usage, one `complete` call.
+"""What the run loop knows of a model: content blocks, messages, usage, one `complete` call,
+and for a model that streams, the deltas of its answer as they arrive.
 
 The shapes follow Anthropic's Messages API (text, tool_use, tool_result blocks; four token
 counts) because it is the richest common denominator; other providers' adapters translate to it.
@@ -8,9 +9,9 @@ conversation so that a resumed run can send it again. Pure data: no I/O here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from reconciler.errors import ReconcilerError
 
@@ -118,6 +119,41 @@ class Model(Protocol):
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
 
 
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """More text for the answer's content block number `index`."""
+
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUseDelta:
+    """More of the arguments of the tool call in content block `index`: `partial_json` is a
+    fragment of its input's JSON (possibly empty, when the call is announced). The whole call is
+    only known from the final response."""
+
+    index: int
+    id: str
+    name: str
+    partial_json: str
+
+
+Delta = TextDelta | ToolUseDelta
+#: Called with each delta in the order the provider sent it. It runs inside the model call: an
+#: exception it raises ends the call (the stream is closed) and propagates.
+DeltaSink = Callable[[Delta], None]
+
+
+@runtime_checkable
+class StreamingModel(Model, Protocol):
+    """A model that can also stream: `stream` hands each delta to `on_delta` as it arrives and
+    returns the same response `complete` would. Cancelling the awaiting task closes the stream.
+    A failure after the first delta is not retried (the sink has seen part of an answer)."""
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse: ...
+
+
 def block_to_json(block: Block) -> dict[str, Any]:
     match block:
         case TextBlock(text):
@@ -172,6 +208,17 @@ def _blocks_from_json(data: list[Any]) -> tuple[Block, ...]:
         except ModelWireError as exc:
             raise ModelWireError(f"content[{index}]: {exc}") from None
     return tuple(blocks)
+
+
+def delta_to_json(delta: Delta) -> dict[str, Any]:
+    """A delta as the JSON of an appended event (the shapes follow the Messages API's stream)."""
+    match delta:
+        case TextDelta(index, text):
+            return {"type": "text_delta", "index": index, "text": text}
+        case ToolUseDelta(index, id_, name, partial_json):
+            return {"type": "tool_use_delta", "index": index, "id": id_, "name": name,
+                    "partial_json": partial_json}
+    raise ModelWireError(f"not a delta: {type(delta).__name__}")
 
 
 def usage_to_json(usage: Usage) -> dict[str, int]:
