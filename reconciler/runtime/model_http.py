@@ -46,8 +46,8 @@ _TRANSPORT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemotePro
 
 
 class StreamError(Exception):
-    """An error event inside a 200 stream, raised by a decoder: the provider's error type (or
-    code) and message."""
+    """A failure reported inside a 200 answer (a stream's error event, a failed response),
+    raised by a decoder or parser: the provider's error type (or code) and message."""
 
     def __init__(self, error_type: str | None, message: str) -> None:
         super().__init__(message)
@@ -168,6 +168,8 @@ class ProviderHttp:
             raise self._refusal(response)
         try:
             return parse(response.json())
+        except StreamError as exc:  # a 200 answer that reports a failure (a failed response)
+            raise self._failed(exc, emitted=False) from None
         except ValueError as exc:  # not JSON, or a ModelWireError
             raise self._unreadable(exc) from None
 
@@ -191,12 +193,7 @@ class ProviderHttp:
                     status=200) from None
             raise self._no_answer(exc) from None
         except StreamError as exc:
-            failure = ModelCallError(
-                f"the {self.api} stream ended with {exc.error_type or '(no error type)'}: "
-                f"{self._scrubbed(exc.message)}", status=200, error_type=exc.error_type)
-            if exc.error_type in _TRANSIENT_ERRORS and not decoder.emitted:
-                raise _Retryable(failure) from None
-            raise failure from None
+            raise self._failed(exc, emitted=decoder.emitted) from None
         except ValueError as exc:  # malformed event data, or a ModelWireError
             raise self._unreadable(exc) from None
         if not decoder.done:
@@ -224,6 +221,14 @@ class ProviderHttp:
             status=status, error_type=error_type)
         if status in _RETRY_STATUSES or status >= 500:
             return _Retryable(failure, _retry_after_s(response))
+        return failure
+
+    def _failed(self, exc: StreamError, *, emitted: bool) -> ModelCallError | _Retryable:
+        failure = ModelCallError(
+            f"the {self.api} answered 200 but failed with {exc.error_type or '(no error type)'}: "
+            f"{self._scrubbed(exc.message)}", status=200, error_type=exc.error_type)
+        if exc.error_type in _TRANSIENT_ERRORS and not emitted:
+            return _Retryable(failure)
         return failure
 
     def _unreadable(self, exc: Exception) -> ModelCallError:
@@ -265,9 +270,9 @@ def _error_of(response: httpx.Response) -> tuple[str | None, str]:
     return None, response.text[:200] or "(empty body)"
 
 
-def error_type_of(error: dict[str, Any]) -> str | None:
+def error_type_of(error: dict[str, Any], names: tuple[str, ...] = ("type", "code")) -> str | None:
     """An error object's `type`, else its `code` (OpenAI sends either, the other null)."""
-    for name in ("type", "code"):
+    for name in names:
         value = error.get(name)
         if isinstance(value, str) and value:
             return value

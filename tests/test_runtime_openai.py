@@ -1,0 +1,347 @@
+"""The OpenAI-compatible model (Chat Completions and Responses) against a local fake of the API
+over real HTTP, answered whole and streamed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable
+from reconciler.runtime.models import (
+    Delta,
+    Message,
+    ModelCallError,
+    ModelRequest,
+    ModelResponse,
+    StreamingModel,
+    TextBlock,
+    TextDelta,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+    ToolUseDelta,
+    Usage,
+)
+from reconciler.runtime.openai import MissingOpenAIKeyError, OpenAIModel
+
+from openai_fake import KEY, FakeOpenAI, running_fake
+
+T = TypeVar("T")
+BOUND_S = 10.0
+APIS = ("chat", "responses")
+
+PAY = ToolSpec("pay", "Charge a card.", {"type": "object",
+                                         "properties": {"amount": {"type": "integer"}}})
+HELLO = ModelRequest("", (Message("user", (TextBlock("hello"),)),), ())
+CONVERSATION = ModelRequest("You pay bills.", (
+    Message("user", (TextBlock("pay 5"),)),
+    Message("assistant", (TextBlock("paying"), ToolUseBlock("call_1", "pay", {"amount": 5}))),
+    Message("user", (ToolResultBlock("call_1", "card declined", is_error=True),)),
+), (PAY,), max_tokens=300)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with running_fake() as running:
+        yield running
+
+
+def model_for(fake: FakeOpenAI, api: str = "chat", **options: Any) -> OpenAIModel:
+    settings: dict[str, Any] = {"api_key": KEY, "backoff_s": 0.01, **options}
+    return OpenAIModel(model="gpt-test", api="chat" if api == "chat" else "responses",
+                       base_url=f"{fake.url}/v1", **settings)
+
+
+def run(awaitable: Awaitable[T]) -> T:
+    async def bounded() -> T:
+        return await asyncio.wait_for(awaitable, BOUND_S)
+    return asyncio.run(bounded())
+
+
+async def complete(model: OpenAIModel, request: ModelRequest = HELLO) -> ModelResponse:
+    async with model:
+        return await model.complete(request)
+
+
+async def stream(model: OpenAIModel, request: ModelRequest = HELLO,
+                 deltas: list[Delta] | None = None) -> ModelResponse:
+    async with model:
+        return await model.stream(request, (deltas if deltas is not None else []).append)
+
+
+def answer(model: OpenAIModel, streamed: bool, request: ModelRequest = HELLO) -> ModelResponse:
+    return run(stream(model, request) if streamed else complete(model, request))
+
+
+def test_the_model_streams() -> None:
+    assert isinstance(OpenAIModel(model="m", api_key=KEY), StreamingModel)
+
+
+def test_a_chat_request_has_bearer_auth_and_the_chat_completions_body(fake: FakeOpenAI) -> None:
+    run(complete(model_for(fake), CONVERSATION))
+    [received] = fake.requests
+    assert received.headers["authorization"] == f"Bearer {KEY}"
+    assert received.body == {
+        "model": "gpt-test", "max_completion_tokens": 300,
+        "messages": [
+            {"role": "system", "content": "You pay bills."},
+            {"role": "user", "content": "pay 5"},
+            {"role": "assistant", "content": "paying", "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "pay", "arguments": '{"amount": 5}'}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "Error: card declined"}],
+        "tools": [{"type": "function", "function": {
+            "name": "pay", "description": "Charge a card.", "parameters": PAY.input_schema}}]}
+
+
+def test_a_responses_request_is_stateless_with_function_call_items(fake: FakeOpenAI) -> None:
+    run(complete(model_for(fake, "responses"), CONVERSATION))
+    [received] = fake.requests
+    assert received.headers["authorization"] == f"Bearer {KEY}"
+    assert received.body == {
+        "model": "gpt-test", "max_output_tokens": 300, "store": False,
+        "instructions": "You pay bills.",
+        "input": [
+            {"role": "user", "content": "pay 5"},
+            {"role": "assistant", "content": "paying"},
+            {"type": "function_call", "call_id": "call_1", "name": "pay",
+             "arguments": '{"amount": 5}'},
+            {"type": "function_call_output", "call_id": "call_1",
+             "output": "Error: card declined"}],
+        "tools": [{"type": "function", "name": "pay", "description": "Charge a card.",
+                   "parameters": PAY.input_schema, "strict": False}]}
+
+
+def test_a_streamed_chat_request_asks_for_the_usage_chunk(fake: FakeOpenAI) -> None:
+    run(stream(model_for(fake)))
+    body = fake.requests[0].body
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert fake.requests[0].headers["accept"] == "text/event-stream"
+
+
+def test_the_older_max_tokens_field_can_be_chosen(fake: FakeOpenAI) -> None:
+    run(complete(model_for(fake, max_tokens_field="max_tokens")))
+    assert fake.requests[0].body["max_tokens"] == 1024
+    assert "max_completion_tokens" not in fake.requests[0].body
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("api", APIS)
+def test_text_and_tool_calls_are_blocks_with_arguments_as_input(
+        fake: FakeOpenAI, api: str, streamed: bool) -> None:
+    fake.reply("I will pay both.", ("call_a", "pay", {"amount": 5}),
+               ("call_b", "pay", {"amount": 70, "note": "rent, late"}))
+    response = answer(model_for(fake, api), streamed, ModelRequest("", HELLO.messages, (PAY,)))
+    assert response.content == (TextBlock("I will pay both."),
+                                ToolUseBlock("call_a", "pay", {"amount": 5}),
+                                ToolUseBlock("call_b", "pay", {"amount": 70,
+                                                               "note": "rent, late"}))
+    assert response.stop_reason == "tool_use"
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("api", APIS)
+def test_usage_moves_cached_input_tokens_to_the_cache_read_count(
+        fake: FakeOpenAI, api: str, streamed: bool) -> None:
+    fake.reply("ok", prompt=1000, completion=7, cached=600)
+    assert answer(model_for(fake, api), streamed).usage == Usage(400, 7, 0, 600)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("api", APIS)
+def test_an_answer_cut_by_the_output_limit_stops_for_max_tokens(
+        fake: FakeOpenAI, api: str, streamed: bool) -> None:
+    fake.reply("and then", truncated=True)
+    response = answer(model_for(fake, api), streamed)
+    assert (response.stop_reason, response.content) == ("max_tokens", (TextBlock("and then"),))
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_a_plain_answer_ends_the_turn(fake: FakeOpenAI, streamed: bool) -> None:
+    fake.reply("done")
+    assert answer(model_for(fake), streamed).stop_reason == "end_turn"
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_reasoning_items_are_skipped(fake: FakeOpenAI, streamed: bool) -> None:
+    fake.reply("42", reasoning=True)
+    assert answer(model_for(fake, "responses"), streamed).content == (TextBlock("42"),)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_stream_deltas_arrive_in_order_and_add_up_to_the_answer(
+        fake: FakeOpenAI, api: str) -> None:
+    fake.reply("Paying the bill now.", ("call_a", "pay", {"amount": 5}))
+    deltas: list[Delta] = []
+    response = run(stream(model_for(fake, api), HELLO, deltas))
+    texts = [d for d in deltas if isinstance(d, TextDelta)]
+    calls = [d for d in deltas if isinstance(d, ToolUseDelta)]
+    assert len(texts) > 1 and {d.index for d in texts} == {0}
+    assert "".join(d.text for d in texts) == "Paying the bill now."
+    assert len(calls) > 1 and {(d.index, d.id, d.name) for d in calls} == {(1, "call_a", "pay")}
+    assert json.loads("".join(d.partial_json for d in calls)) == {"amount": 5}
+    assert deltas.index(calls[0]) > deltas.index(texts[-1])
+    assert response.content == (TextBlock("Paying the bill now."),
+                                ToolUseBlock("call_a", "pay", {"amount": 5}))
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_wrong_key_is_a_call_error_that_holds_no_key(fake: FakeOpenAI, api: str) -> None:
+    secret = "sk-proj-wrong-secret-4242"
+    with pytest.raises(ModelCallError) as err:
+        run(complete(model_for(fake, api, api_key=secret)))
+    assert (err.value.status, err.value.error_type, err.value.attempts) == (
+        401, "invalid_request_error", 1)
+    assert "OPENAI_API_KEY" in str(err.value)
+    assert secret not in f"{err.value}{err.value!r}{err.value.args}"
+    assert len(fake.requests) == 1
+
+
+def test_the_key_is_in_no_log_line(fake: FakeOpenAI, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    fake.fail(503)
+    run(complete(model_for(fake)))
+    assert "retrying" in caplog.text and KEY not in caplog.text
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_refused_request_is_not_retried(fake: FakeOpenAI, api: str) -> None:
+    orphan = ModelRequest("", (Message("user", (ToolResultBlock("call_x", "?"),)),), ())
+    with pytest.raises(ModelCallError, match="tool") as err:
+        run(complete(model_for(fake, api), orphan))
+    assert (err.value.status, err.value.error_type) == (400, "invalid_request_error")
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_a_rate_limit_waits_what_retry_after_asks(fake: FakeOpenAI, streamed: bool) -> None:
+    # The own backoff would wait far past the bound: only honoring retry-after ends in time.
+    fake.fail(429, retry_after="0")
+    fake.reply("second time lucky")
+    response = answer(model_for(fake, backoff_s=3600.0), streamed)
+    assert response.content == (TextBlock("second time lucky"),) and len(fake.requests) == 2
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_a_persistent_server_error_fails_after_the_bounded_attempts(
+        fake: FakeOpenAI, streamed: bool) -> None:
+    fake.fail(500, 500, 500, 500)
+    with pytest.raises(ModelCallError) as err:
+        answer(model_for(fake, max_retries=2), streamed)
+    assert (err.value.status, err.value.error_type, err.value.attempts) == (
+        500, "server_error", 3)
+    assert len(fake.requests) == 3
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_stream_that_fails_before_its_first_delta_is_retried(
+        fake: FakeOpenAI, api: str) -> None:
+    fake.break_stream(after=0, error="server_error")
+    fake.reply("lost")
+    fake.reply("found")
+    deltas: list[Delta] = []
+    response = run(stream(model_for(fake, api), HELLO, deltas))
+    assert response.content == (TextBlock("found"),) and len(fake.requests) == 2
+    assert "".join(d.text for d in deltas if isinstance(d, TextDelta)) == "found"
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_stream_that_fails_after_a_delta_is_not_retried(fake: FakeOpenAI, api: str) -> None:
+    fake.break_stream(after=1, error="server_error")
+    fake.reply("half an answer")
+    deltas: list[Delta] = []
+    with pytest.raises(ModelCallError, match="server_error") as err:
+        run(stream(model_for(fake, api), HELLO, deltas))
+    assert (err.value.status, err.value.error_type, err.value.attempts) == (
+        200, "server_error", 1)
+    assert len(deltas) == 1 and len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_refusing_error_event_is_not_retried(fake: FakeOpenAI, api: str) -> None:
+    fake.break_stream(after=0, error="invalid_prompt")
+    with pytest.raises(ModelCallError, match="invalid_prompt"):
+        run(stream(model_for(fake, api)))
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("api", APIS)
+def test_tool_arguments_that_are_not_a_json_object_are_a_call_error(
+        fake: FakeOpenAI, api: str, streamed: bool) -> None:
+    fake.reply("", ("call_a", "pay", '{"amount": 5'))
+    with pytest.raises(ModelCallError, match="not JSON"):
+        answer(model_for(fake, api), streamed)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_cancelling_a_stream_closes_the_connection_and_raises_cancelled(
+        fake: FakeOpenAI, api: str) -> None:
+    fake.stall()
+    fake.reply("a long answer that never finishes")
+
+    async def cancel_mid_stream() -> None:
+        signal = CancelSignal()
+        deltas: list[Delta] = []
+        arrived = asyncio.Event()
+
+        def sink(delta: Delta) -> None:
+            deltas.append(delta)
+            arrived.set()
+
+        async with model_for(fake, api) as model:
+            call = asyncio.create_task(cancellable(model.stream(HELLO, sink), signal))
+            await asyncio.wait_for(arrived.wait(), BOUND_S)
+            assert deltas == [TextDelta(0, "a lo")]
+            signal.cancel("the user pressed stop")
+            with pytest.raises(Cancelled, match="the user pressed stop"):
+                await call
+            # Checked while the loop still runs: its shutdown would close the connection anyway.
+            assert await asyncio.to_thread(fake.disconnected.wait, BOUND_S), (
+                "the fake still streams to a cancelled call")
+
+    asyncio.run(cancel_mid_stream())
+    assert len(fake.requests) == 1
+
+
+def test_cancelling_a_whole_answer_closes_the_request(fake: FakeOpenAI) -> None:
+    fake.hold()
+
+    async def cancel_while_held() -> None:
+        signal = CancelSignal()
+        async with model_for(fake) as model:
+            call = asyncio.create_task(cancellable(model.complete(HELLO), signal))
+            assert await asyncio.to_thread(fake.held.wait, BOUND_S), "the fake never got it"
+            signal.cancel("stop")
+            with pytest.raises(Cancelled):
+                await call
+            assert await asyncio.to_thread(fake.disconnected.wait, BOUND_S)
+
+    asyncio.run(cancel_while_held())
+    assert len(fake.requests) == 1
+
+
+def test_a_missing_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(MissingOpenAIKeyError, match="OPENAI_API_KEY"):
+        OpenAIModel(model="gpt-test")
+
+
+def test_key_and_base_url_default_to_the_environment(fake: FakeOpenAI,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{fake.url}/v1")
+    model = OpenAIModel(model="gpt-test")
+    assert KEY not in repr(model)
+    run(complete(model))
+    assert fake.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_an_unknown_api_is_refused() -> None:
+    with pytest.raises(ValueError, match="'chat' or 'responses'"):
+        OpenAIModel(model="m", api_key=KEY, api="completions")  # type: ignore[arg-type]
