@@ -40,6 +40,7 @@ from reconciler.runtime.models import (
 
 API_VERSION = "2023-06-01"
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 
 class MissingApiKeyError(ReconcilerError):
@@ -55,7 +56,7 @@ class AnthropicModel(StreamingModel):
     """
 
     def __init__(self, *, api_key: str | None = None, model: str,
-                 base_url: str = "https://api.anthropic.com",
+                 base_url: str = DEFAULT_BASE_URL,
                  client: httpx.AsyncClient | None = None, timeout_s: float = 60.0,
                  max_retries: int = 2, backoff_s: float = 0.5, max_wait_s: float = 30.0) -> None:
         key = api_key if api_key is not None else os.environ.get(KEY_VARIABLE, "")
