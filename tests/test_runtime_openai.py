@@ -7,8 +7,10 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 
 from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable
@@ -30,9 +32,11 @@ from reconciler.runtime.models import (
 from reconciler.runtime.openai import MissingOpenAIKeyError, OpenAIModel
 
 from openai_fake import KEY, FakeOpenAI, running_fake
+from service_harness import serving_process
 
 T = TypeVar("T")
 BOUND_S = 10.0
+ROOT = Path(__file__).parent.parent
 APIS = ("chat", "responses")
 
 PAY = ToolSpec("pay", "Charge a card.", {"type": "object",
@@ -345,3 +349,28 @@ def test_key_and_base_url_default_to_the_environment(fake: FakeOpenAI,
 def test_an_unknown_api_is_refused() -> None:
     with pytest.raises(ValueError, match="'chat' or 'responses'"):
         OpenAIModel(model="m", api_key=KEY, api="completions")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("choice", ["openai", "openai-responses"])
+def test_serve_runs_the_agent_with_the_model_its_environment_names(
+        fake: FakeOpenAI, choice: str) -> None:
+    fake.reply("Let me count.", ("call_1", "count_words", {"text": "one two"}))
+    fake.reply("Your task has 2 words.")
+    with serving_process({"RECONCILER_AGENT": "examples.agent:agent",
+                          "RECONCILER_MODEL": f"{choice}:gpt-test",
+                          "RECONCILER_MODEL_BASE_URL": f"{fake.url}/v1",
+                          "OPENAI_API_KEY": KEY, "RECONCILER_DB": "sqlite://",
+                          "RECONCILER_SWEEP_INTERVAL_S": "0"}, cwd=ROOT) as service:
+        response = httpx.post(service.url + "/v1/runs", json={"input": "one two"}, timeout=20)
+    assert response.status_code == 201, response.text
+    run = response.json()
+    assert (run["state"], run["output"]) == ("completed", "Your task has 2 words.")
+    first, second = (received.body for received in fake.requests)
+    assert first["model"] == "gpt-test" and second["model"] == "gpt-test"
+    # The tool's result went back to the model in the API's own shape.
+    if choice == "openai":
+        assert {"role": "tool", "tool_call_id": "call_1", "content": "2"} in second["messages"]
+    else:
+        assert {"type": "function_call_output", "call_id": "call_1",
+                "output": "2"} in second["input"]
+    assert KEY not in "".join(service.output)
