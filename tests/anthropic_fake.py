@@ -99,7 +99,9 @@ def app(fake: FakeAnthropic) -> FastAPI:
     async def messages(request: Request) -> Response:
         body = await fake.record(request)
         raw = json.dumps(body).encode() if not isinstance(body, str) else body.encode()
-        if request.headers.get("x-api-key") != fake.key:
+        # The key comes as x-api-key, or, from the newer SDKs, as a Bearer authorization.
+        if fake.key not in (request.headers.get("x-api-key"),
+                            request.headers.get("authorization", "").removeprefix("Bearer ")):
             return error(401, "invalid x-api-key")
         if request.headers.get("anthropic-version") is None:
             return error(400, "anthropic-version: header is required")

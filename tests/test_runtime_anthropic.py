@@ -9,6 +9,7 @@ import socket
 from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
 
+import anthropic
 import pytest
 
 from reconciler.runtime.anthropic import AnthropicModel, MissingApiKeyError
@@ -251,9 +252,10 @@ def test_stream_deltas_arrive_in_order_and_add_up_to_the_answer(fake: FakeAnthro
 
 
 def test_a_streamed_answer_equals_the_whole_one(fake: FakeAnthropic) -> None:
-    content: list[dict[str, Any]] = [{"type": "text", "text": "Let me pay."},
-               {"type": "tool_use", "id": "toolu_1", "name": "pay", "input": {"amount": 5}},
-               {"type": "tool_use", "id": "toolu_2", "name": "pay", "input": {}}]
+    content: list[dict[str, Any]] = [
+        {"type": "text", "text": "Let me pay."},
+        {"type": "tool_use", "id": "toolu_1", "name": "pay", "input": {"amount": 5}},
+        {"type": "tool_use", "id": "toolu_2", "name": "pay", "input": {}}]
     usage = {"input_tokens": 20, "output_tokens": 7, "cache_creation_input_tokens": 300,
              "cache_read_input_tokens": 4000}
     for _ in range(2):
@@ -324,3 +326,37 @@ def test_cancelling_a_stream_closes_the_connection_and_raises_cancelled(
 
     asyncio.run(cancel_mid_stream())
     assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_the_official_sdk_reads_the_fakes_answers_as_the_model_does(
+        fake: FakeAnthropic, streamed: bool) -> None:
+    # The fake is only evidence if the SDK, whose stream helper checks the events' order and
+    # shapes, reads it as the real API: then the model's reading is compared with the SDK's.
+    content: list[dict[str, Any]] = [
+        {"type": "text", "text": "I will pay."},
+        {"type": "tool_use", "id": "toolu_1", "name": "pay", "input": {"amount": 5}}]
+    usage = {"input_tokens": 20, "output_tokens": 7, "cache_creation_input_tokens": 300,
+             "cache_read_input_tokens": 4000}
+    for _ in range(2):
+        fake.reply(content, stop_reason="tool_use", usage=usage)
+
+    async def official() -> anthropic.types.Message:
+        client = anthropic.AsyncAnthropic(api_key=KEY, base_url=fake.url, max_retries=0)
+        messages: Any = [{"role": "user", "content": "hello"}]
+        if not streamed:
+            return await client.messages.create(model="claude-test", max_tokens=100,
+                                                messages=messages)
+        async with client.messages.stream(model="claude-test", max_tokens=100,
+                                          messages=messages) as events:
+            return await events.get_final_message()
+
+    message = run(official())
+    response = run(stream(model_for(fake)) if streamed else complete(model_for(fake)))
+    assert [block.model_dump(include={"type", "text", "id", "name", "input"})
+            for block in message.content] == content
+    assert (message.stop_reason, message.usage.output_tokens,
+            message.usage.cache_read_input_tokens) == ("tool_use", 7, 4000)
+    assert response.content == (TextBlock("I will pay."),
+                                ToolUseBlock("toolu_1", "pay", {"amount": 5}))
+    assert response.usage == Usage(20, 7, 300, 4000)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import openai
 import pytest
 
 from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable
@@ -374,3 +375,57 @@ def test_serve_runs_the_agent_with_the_model_its_environment_names(
         assert {"type": "function_call_output", "call_id": "call_1",
                 "output": "2"} in second["input"]
     assert KEY not in "".join(service.output)
+
+
+async def official_sdk(fake: FakeOpenAI, api: str, streamed: bool) -> tuple[Any, ...]:
+    """What OpenAI's own SDK reads from the fake: text, calls and the raw usage counts."""
+    client = openai.AsyncOpenAI(api_key=KEY, base_url=f"{fake.url}/v1", max_retries=0)
+    tools: Any
+    if api == "chat":
+        tools = [{"type": "function", "function": {"name": "pay", "parameters": dict(PAY.input_schema)}}]
+        messages: Any = [{"role": "user", "content": "hello"}]
+        completion: openai.types.chat.ChatCompletion
+        if streamed:
+            async with client.chat.completions.stream(
+                    model="gpt-test", messages=messages, tools=tools,
+                    stream_options={"include_usage": True}) as chunks:
+                completion = await chunks.get_final_completion()
+        else:
+            completion = await client.chat.completions.create(model="gpt-test",
+                                                              messages=messages, tools=tools)
+        message, usage = completion.choices[0].message, completion.usage
+        assert usage is not None and usage.prompt_tokens_details is not None
+        return (message.content, [(c.id, c.function.name, json.loads(c.function.arguments))
+                                  for c in message.tool_calls or [] if c.type == "function"],
+                (usage.prompt_tokens, usage.completion_tokens,
+                 usage.prompt_tokens_details.cached_tokens))
+    tools = [{"type": "function", "name": "pay", "parameters": dict(PAY.input_schema), "strict": False}]
+    response: openai.types.responses.Response
+    if streamed:
+        async with client.responses.stream(model="gpt-test", input="hello",
+                                           tools=tools) as events:
+            response = await events.get_final_response()
+    else:
+        response = await client.responses.create(model="gpt-test", input="hello", tools=tools)
+    assert response.usage is not None
+    return (response.output_text, [(i.call_id, i.name, json.loads(i.arguments))
+                                   for i in response.output if i.type == "function_call"],
+            (response.usage.input_tokens, response.usage.output_tokens,
+             response.usage.input_tokens_details.cached_tokens))
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("api", APIS)
+def test_the_official_sdk_reads_the_fakes_answers_as_the_model_does(
+        fake: FakeOpenAI, api: str, streamed: bool) -> None:
+    # The fake is only evidence if the SDK, whose stream helpers check the events' order and
+    # shapes, reads it as the real API: then the model's reading is compared with the SDK's.
+    for _ in range(2):
+        fake.reply("I will pay.", ("call_a", "pay", {"amount": 5}), prompt=90, completion=8,
+                   cached=40, reasoning=True)
+    text, calls, (prompt, completion, cached) = run(official_sdk(fake, api, streamed))
+    response = answer(model_for(fake, api), streamed, ModelRequest("", HELLO.messages, (PAY,)))
+    assert (text, calls, prompt, completion, cached) == (
+        "I will pay.", [("call_a", "pay", {"amount": 5})], 90, 8, 40)
+    assert response.content == (TextBlock(text), ToolUseBlock(*calls[0]))
+    assert response.usage == Usage(prompt - cached, completion, 0, cached)
