@@ -380,9 +380,10 @@ def test_serve_runs_the_agent_with_the_model_its_environment_names(
 async def official_sdk(fake: FakeOpenAI, api: str, streamed: bool) -> tuple[Any, ...]:
     """What OpenAI's own SDK reads from the fake: text, calls and the raw usage counts."""
     client = openai.AsyncOpenAI(api_key=KEY, base_url=f"{fake.url}/v1", max_retries=0)
+    schema = dict(PAY.input_schema)
     tools: Any
     if api == "chat":
-        tools = [{"type": "function", "function": {"name": "pay", "parameters": dict(PAY.input_schema)}}]
+        tools = [{"type": "function", "function": {"name": "pay", "parameters": schema}}]
         messages: Any = [{"role": "user", "content": "hello"}]
         completion: openai.types.chat.ChatCompletion
         if streamed:
@@ -399,7 +400,7 @@ async def official_sdk(fake: FakeOpenAI, api: str, streamed: bool) -> tuple[Any,
                                   for c in message.tool_calls or [] if c.type == "function"],
                 (usage.prompt_tokens, usage.completion_tokens,
                  usage.prompt_tokens_details.cached_tokens))
-    tools = [{"type": "function", "name": "pay", "parameters": dict(PAY.input_schema), "strict": False}]
+    tools = [{"type": "function", "name": "pay", "parameters": schema, "strict": False}]
     response: openai.types.responses.Response
     if streamed:
         async with client.responses.stream(model="gpt-test", input="hello",
