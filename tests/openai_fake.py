@@ -80,10 +80,16 @@ class _ResponsesBody(BaseModel):
     temperature: float | None = None
 
 
+#: How a server numbers streamed tool calls: as OpenAI does, not at all (older Ollama, some
+#: proxies), or 0 for every call (ollama/ollama#15457).
+Numbering = Literal["openai", "missing", "reused"]
+
+
 @dataclass
 class FakeOpenAI(FakeApi):
     key: str = KEY
     replies: deque[Script] = field(default_factory=deque)
+    tool_call_index: Numbering = "openai"
 
     def reply(self, text: str = "", *calls: tuple[str, str, dict[str, Any] | str],
               prompt: int = 12, completion: int = 3, cached: int = 0, truncated: bool = False,
@@ -147,7 +153,8 @@ def app(fake: FakeOpenAI) -> FastAPI:
         script = fake.next_script()
         if body.get("stream"):
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return fake.streamed(request, chat_chunks(script, body["model"], usage), chat_error)
+            return fake.streamed(request, chat_chunks(script, body["model"], usage,
+                                                      fake.tool_call_index), chat_error)
         return JSONResponse(chat_completion(script, body["model"]))
 
     @api.post("/v1/responses")
@@ -223,7 +230,8 @@ def chat_completion(script: Script, model: str) -> dict[str, Any]:
             "system_fingerprint": "fp_fake"}
 
 
-def chat_chunks(script: Script, model: str, include_usage: bool) -> list[Frame]:
+def chat_chunks(script: Script, model: str, include_usage: bool,
+                numbering: Numbering = "openai") -> list[Frame]:
     def chunk(delta: dict[str, Any] | None, finish: str | None = None, *,
               is_delta: bool = False, usage: dict[str, Any] | None = None) -> Frame:
         choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": None,
@@ -238,11 +246,12 @@ def chat_chunks(script: Script, model: str, include_usage: bool) -> list[Frame]:
     frames = [chunk({"role": "assistant", "content": "", "refusal": None})]
     if script.text:
         frames += [chunk({"content": piece}, is_delta=True) for piece in pieces(script.text)]
-    for index, (id_, name, arguments) in enumerate(script.calls):
-        frames.append(chunk({"tool_calls": [{"index": index, "id": id_, "type": "function",
+    for number, (id_, name, arguments) in enumerate(script.calls):
+        index = {"openai": {"index": number}, "missing": {}, "reused": {"index": 0}}[numbering]
+        frames.append(chunk({"tool_calls": [{**index, "id": id_, "type": "function",
                                              "function": {"name": name, "arguments": ""}}]},
                             is_delta=True))
-        frames += [chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]},
+        frames += [chunk({"tool_calls": [{**index, "function": {"arguments": piece}}]},
                          is_delta=True) for piece in pieces(_encoded(arguments), 5)]
     frames.append(chunk({}, _finish(script)))
     if include_usage:

@@ -8,7 +8,7 @@ import json
 import logging
 from collections.abc import Awaitable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import httpx
 import openai
@@ -193,6 +193,16 @@ def test_stream_deltas_arrive_in_order_and_add_up_to_the_answer(
     assert deltas.index(calls[0]) > deltas.index(texts[-1])
     assert response.content == (TextBlock("Paying the bill now."),
                                 ToolUseBlock("call_a", "pay", {"amount": 5}))
+
+
+@pytest.mark.parametrize("numbering", ["missing", "reused"])
+def test_streamed_tool_calls_are_told_apart_by_id_where_a_server_misnumbers_them(
+        fake: FakeOpenAI, numbering: Literal["missing", "reused"]) -> None:
+    fake.tool_call_index = numbering
+    fake.reply("", ("call_a", "pay", {"amount": 5}), ("call_b", "pay", {"amount": 70}))
+    response = run(stream(model_for(fake), ModelRequest("", HELLO.messages, (PAY,))))
+    assert response.content == (ToolUseBlock("call_a", "pay", {"amount": 5}),
+                                ToolUseBlock("call_b", "pay", {"amount": 70}))
 
 
 @pytest.mark.parametrize("api", APIS)

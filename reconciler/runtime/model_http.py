@@ -20,6 +20,7 @@ import json
 import logging
 import math
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from typing import Any, Protocol
 
 import httpx
@@ -181,10 +182,11 @@ class ProviderHttp:
                 if source.response.status_code != 200:
                     await source.response.aread()
                     raise self._refusal(source.response)
-                async for event in source.aiter_sse():
-                    decoder.feed(event)
-                    if decoder.done:
-                        break
+                async with aclosing(source.aiter_sse()) as events:
+                    async for event in events:
+                        decoder.feed(event)
+                        if decoder.done:
+                            break
         except _TRANSPORT_ERRORS as exc:
             if decoder.emitted:
                 raise ModelCallError(

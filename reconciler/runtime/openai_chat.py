@@ -117,6 +117,7 @@ class ChatStream(JsonEventDecoder):
         self._blocks: list[dict[str, Any]] = []
         self._text_block: int | None = None
         self._calls: dict[int, int] = {}  # tool_calls[].index -> block index
+        self._last_call: int | None = None
         self._finish: str | None = None
         self._usage: Any = None
 
@@ -155,12 +156,22 @@ class ChatStream(JsonEventDecoder):
     def _call(self, call: dict[str, Any]) -> ToolUseDelta:
         function = call.get("function") or {}
         fragment = function.get("arguments") or ""
-        index = self._calls.get(call["index"])
+        call_id, key = call.get("id"), call.get("index")
+        # OpenAI numbers the calls; compatible servers may leave the index out (Gemini proxies,
+        # older Ollama: ollama/ollama#7881) or send 0 for every call (ollama/ollama#15457), so
+        # a fragment whose id differs from the call it would continue starts a new one.
+        index = self._calls.get(key) if key is not None else (
+            self._last_call if call_id is None else None)
+        if index is not None and call_id and self._blocks[index]["id"] != call_id:
+            index = None
         if index is None:
-            index = self._calls[call["index"]] = len(self._blocks)
-            self._blocks.append({"type": "tool_use", "id": string_of(call["id"], "tool_calls.id"),
-                                 "name": string_of(function["name"], "function.name"),
+            index = len(self._blocks)
+            self._blocks.append({"type": "tool_use", "id": string_of(call_id, "tool_calls.id"),
+                                 "name": string_of(function.get("name"), "function.name"),
                                  "arguments": ""})
+            if key is not None:
+                self._calls[key] = index
+        self._last_call = index
         block = self._blocks[index]
         block["arguments"] += fragment
         return ToolUseDelta(index, block["id"], block["name"], fragment)
