@@ -278,6 +278,23 @@ def test_a_stream_that_fails_after_a_delta_is_not_retried(fake: FakeOpenAI, api:
 
 
 @pytest.mark.parametrize("api", APIS)
+def test_the_sinks_own_error_ends_the_stream_unchanged_and_unretried(
+        fake: FakeOpenAI, api: str) -> None:
+    fake.reply("an answer no one can show")
+
+    def broken(delta: Delta) -> None:
+        raise ValueError("the screen is gone")
+
+    async def streamed() -> None:
+        async with model_for(fake, api) as model:
+            await model.stream(HELLO, broken)
+
+    with pytest.raises(ValueError, match="the screen is gone"):
+        run(streamed())
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("api", APIS)
 def test_a_refusing_error_event_is_not_retried(fake: FakeOpenAI, api: str) -> None:
     fake.break_stream(after=0, error="invalid_prompt")
     with pytest.raises(ModelCallError, match="invalid_prompt"):

@@ -91,8 +91,8 @@ class AnthropicModel(StreamingModel):
 
     async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
         return await self._http.stream(self._url, self._headers,
-                                       self.body(request, stream=True),
-                                       lambda: _MessagesStream(on_delta))
+                                       self.body(request, stream=True), _MessagesStream,
+                                       on_delta)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -111,8 +111,8 @@ class _MessagesStream(JsonEventDecoder):
     of clients; deltas of blocks this adapter does not support (thinking) are skipped too, and
     the block itself is refused at the end as `complete` refuses it."""
 
-    def __init__(self, on_delta: DeltaSink) -> None:
-        super().__init__(on_delta)
+    def __init__(self) -> None:
+        super().__init__()
         self._blocks: list[dict[str, Any]] = []
         self._json: dict[int, list[str]] = {}
         self._stop_reason: Any = None

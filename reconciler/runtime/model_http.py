@@ -57,42 +57,35 @@ class StreamError(Exception):
 
 
 class StreamDecoder(Protocol):
-    """One provider's stream read into a response: `feed` takes each event in order (handing
-    deltas to the sink and setting `emitted` once it has), `done` says the last event came,
-    `result` is the response. Malformed events raise ValueError, error events StreamError."""
+    """One provider's stream read into a response: `feed` takes each event in order and returns
+    the deltas it adds, `done` says the last event came, `result` is the response. Malformed
+    events raise ValueError (a ModelWireError), error events StreamError."""
 
-    emitted: bool
     done: bool
 
-    def feed(self, event: ServerSentEvent) -> None: ...
+    def feed(self, event: ServerSentEvent) -> list[Delta]: ...
 
     def result(self) -> ModelResponse: ...
 
 
 class JsonEventDecoder:
     """A stream whose events carry JSON objects: subclasses `read` each one into the deltas it
-    adds. A missing or mistyped field becomes a ModelWireError; the sink is called outside that
-    translation, so its own errors propagate as they are."""
+    adds, and set `done` at the last event. A missing or mistyped field is a ModelWireError."""
 
-    def __init__(self, on_delta: DeltaSink) -> None:
-        self._on_delta = on_delta
-        self.emitted = False
+    def __init__(self) -> None:
         self.done = False
 
-    def feed(self, event: ServerSentEvent) -> None:
+    def feed(self, event: ServerSentEvent) -> list[Delta]:
         if not event.data:
-            return
+            return []
         data = json.loads(event.data)
         if not isinstance(data, dict):
             raise ModelWireError(f"a stream event's data must be an object, not {data!r:.80}")
         try:
-            deltas = self.read(event.event, data)
+            return self.read(event.event, data)
         except (KeyError, TypeError, AttributeError, IndexError) as exc:
             raise ModelWireError(f"{data.get('type', event.event)} event: a field is missing or "
                                  f"malformed ({type(exc).__name__}: {exc})") from None
-        for delta in deltas:
-            self.emitted = True
-            self._on_delta(delta)
 
     def read(self, event: str, data: dict[str, Any]) -> list[Delta]:
         raise NotImplementedError
@@ -135,10 +128,11 @@ class ProviderHttp:
         return await self._retried(attempt)
 
     async def stream(self, url: str, headers: dict[str, str], body: dict[str, Any],
-                     decoder: Callable[[], StreamDecoder]) -> ModelResponse:
-        """POST `body` for an event stream and read it with a fresh `decoder()` per try."""
+                     decoder: Callable[[], StreamDecoder], on_delta: DeltaSink) -> ModelResponse:
+        """POST `body` for an event stream, read it with a fresh `decoder()` per try and hand
+        each delta to `on_delta` (whose own exceptions propagate as they are)."""
         async def attempt() -> ModelResponse:
-            return await self._stream_once(url, headers, body, decoder())
+            return await self._stream_once(url, headers, body, decoder(), on_delta)
         return await self._retried(attempt)
 
     async def _retried(self, attempt: Callable[[], Awaitable[ModelResponse]]) -> ModelResponse:
@@ -175,7 +169,8 @@ class ProviderHttp:
             raise self._unreadable(exc) from None
 
     async def _stream_once(self, url: str, headers: dict[str, str], body: dict[str, Any],
-                           decoder: StreamDecoder) -> ModelResponse:
+                           decoder: StreamDecoder, on_delta: DeltaSink) -> ModelResponse:
+        emitted = False
         try:
             async with aconnect_sse(self._client, "POST", url, json=body, headers=dict(headers),
                                     timeout=self._timeout) as source:
@@ -184,29 +179,36 @@ class ProviderHttp:
                     raise self._refusal(source.response)
                 async with aclosing(source.aiter_sse()) as events:
                     async for event in events:
-                        decoder.feed(event)
+                        for delta in self._decoded(decoder, event, emitted):
+                            emitted = True
+                            on_delta(delta)
                         if decoder.done:
                             break
         except _TRANSPORT_ERRORS as exc:
-            if decoder.emitted:
+            if emitted:
                 raise ModelCallError(
                     f"the {self.api} stream broke after part of the answer "
                     f"({type(exc).__name__}); not retried, as the caller has seen that part",
                     status=200) from None
             raise self._no_answer(exc) from None
-        except StreamError as exc:
-            raise self._failed(exc, emitted=decoder.emitted) from None
-        except ValueError as exc:  # malformed event data, or a ModelWireError
-            raise self._unreadable(exc) from None
         if not decoder.done:
             failure = ModelCallError(f"the {self.api} stream ended before its last event",
                                      status=200)
-            if decoder.emitted:
+            if emitted:
                 raise failure
             raise _Retryable(failure)
         try:
             return decoder.result()
         except ValueError as exc:
+            raise self._unreadable(exc) from None
+
+    def _decoded(self, decoder: StreamDecoder, event: ServerSentEvent,
+                 emitted: bool) -> list[Delta]:
+        try:
+            return decoder.feed(event)
+        except StreamError as exc:
+            raise self._failed(exc, emitted=emitted) from None
+        except ValueError as exc:  # malformed event data, or a ModelWireError
             raise self._unreadable(exc) from None
 
     def _no_answer(self, exc: Exception) -> _Retryable:

@@ -110,11 +110,10 @@ class OpenAIModel(StreamingModel):
         return await self._http.post(self._url, self._headers, self.body(request), parse)
 
     async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
-        decoder: Callable[[], StreamDecoder] = (
-            (lambda: ChatStream(on_delta)) if self.api == "chat"
-            else (lambda: ResponsesStream(on_delta)))
+        decoder: Callable[[], StreamDecoder] = (ChatStream if self.api == "chat"
+                                                else ResponsesStream)
         return await self._http.stream(self._url, self._headers,
-                                       self.body(request, stream=True), decoder)
+                                       self.body(request, stream=True), decoder, on_delta)
 
     async def aclose(self) -> None:
         await self._http.aclose()

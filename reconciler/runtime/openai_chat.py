@@ -18,7 +18,6 @@ from reconciler.runtime.model_http import JsonEventDecoder, StreamError, error_t
 from reconciler.runtime.models import (
     Block,
     Delta,
-    DeltaSink,
     Message,
     ModelRequest,
     ModelResponse,
@@ -112,8 +111,8 @@ class ChatStream(JsonEventDecoder):
     come with its first fragment, later ones carry only its index), then the finish_reason,
     then a usage chunk, then [DONE]. Blocks are numbered in order of first appearance."""
 
-    def __init__(self, on_delta: DeltaSink) -> None:
-        super().__init__(on_delta)
+    def __init__(self) -> None:
+        super().__init__()
         self._blocks: list[dict[str, Any]] = []
         self._text_block: int | None = None
         self._calls: dict[int, int] = {}  # tool_calls[].index -> block index
@@ -121,11 +120,11 @@ class ChatStream(JsonEventDecoder):
         self._finish: str | None = None
         self._usage: Any = None
 
-    def feed(self, event: ServerSentEvent) -> None:
+    def feed(self, event: ServerSentEvent) -> list[Delta]:
         if event.data.strip() == "[DONE]":
             self.done = True
-            return
-        super().feed(event)
+            return []
+        return super().feed(event)
 
     def read(self, event: str, data: dict[str, Any]) -> list[Delta]:
         if isinstance(data.get("error"), dict):  # what the SDK raises on, whatever the event

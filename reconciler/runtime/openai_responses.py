@@ -17,7 +17,6 @@ from reconciler.runtime.model_http import JsonEventDecoder, StreamError, error_t
 from reconciler.runtime.models import (
     Block,
     Delta,
-    DeltaSink,
     ModelRequest,
     ModelResponse,
     ModelWireError,
@@ -109,8 +108,8 @@ class ResponsesStream(JsonEventDecoder):
     a last response.completed (or .incomplete) carrying the whole response, which is the
     result. Deltas number blocks as that response's content does (reasoning items skipped)."""
 
-    def __init__(self, on_delta: DeltaSink) -> None:
-        super().__init__(on_delta)
+    def __init__(self) -> None:
+        super().__init__()
         self._blocks: dict[tuple[int, int], int] = {}  # (output_index, content_index) -> block
         self._calls: dict[int, tuple[str, str]] = {}  # output_index of a call -> (id, name)
         self._final: dict[str, Any] | None = None
