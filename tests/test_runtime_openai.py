@@ -31,6 +31,8 @@ from reconciler.runtime.models import (
     Usage,
 )
 from reconciler.runtime.openai import MissingOpenAIKeyError, OpenAIModel
+from reconciler.runtime.openai_chat import chat_response
+from reconciler.runtime.openai_wire import usage_of
 
 from openai_fake import KEY, FakeOpenAI, running_fake
 from service_harness import serving_process
@@ -155,6 +157,23 @@ def test_usage_moves_cached_input_tokens_to_the_cache_read_count(
         fake: FakeOpenAI, api: str, streamed: bool) -> None:
     fake.reply("ok", prompt=1000, completion=7, cached=600)
     assert answer(model_for(fake, api), streamed).usage == Usage(400, 7, 0, 600)
+
+
+def test_tokens_written_to_the_cache_are_the_cache_creation_count() -> None:
+    details = {"cached_tokens": 600, "cache_write_tokens": 100}
+    assert usage_of(1000, 7, details) == Usage(300, 7, 100, 600)
+
+
+def test_cache_counts_a_server_reports_outside_the_prompt_leave_the_prompt_whole() -> None:
+    assert usage_of(50, 7, {"cached_tokens": 600}) == Usage(50, 7, 0, 600)
+
+
+def test_an_answer_without_usage_counts_nothing_and_says_so(
+        caplog: pytest.LogCaptureFixture) -> None:
+    completion = {"choices": [{"index": 0, "finish_reason": "stop",
+                               "message": {"role": "assistant", "content": "hi"}}]}
+    assert chat_response(completion).usage == Usage()
+    assert "reported no token usage" in caplog.text
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
