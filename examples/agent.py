@@ -9,9 +9,11 @@ From the repository root (runs keep their conversation sealed under a run key):
 
 The run asks its one tool, `count_words` (read_only), to count the words of the task, then
 answers with the count. The model is scripted (`ScriptedModel`): each step reads the
-conversation so far, as a real model would. To run a real model, give `Agent` an
-`AnthropicModel` instead; to let the agent change things, give it tools with side effects
-(their `provider` names the provider contract and probes of the sidecar's --config).
+conversation so far, as a real model would. To run a real model, set RECONCILER_MODEL (say,
+openai:gpt-4.1-mini with OPENAI_API_KEY: README, "Models by configuration"), or give `Agent`
+an `AnthropicModel` or `OpenAIModel` instead; to let the agent change things, give it tools
+with side effects (their `provider` names the provider contract and probes of the sidecar's
+--config).
 """
 
 from __future__ import annotations

@@ -2,16 +2,16 @@
 
 Close to the real API where an adapter could get it wrong: the x-api-key and anthropic-version
 headers, the request body (required fields, tool_use/tool_result pairing), the response and
-error JSON shapes, retry-after on 429. Tests script the answers (`reply`), inject failures
-(`fail`), and `hold` a request open until the client goes away. Every request is recorded.
+error JSON shapes, retry-after on 429, and with `"stream": true` the event stream the API sends
+(message_start, content_block_start/delta/stop with text_delta and input_json_delta fragments,
+message_delta with the cumulative output count, message_stop, pings, error events). Tests
+script the answers (`reply`), inject failures (`fail`, `break_stream`), and `hold` a request or
+`stall` a stream open until the client goes away. Every request is recorded.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
-import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from fake_api import FakeApi, Frame, frame, pieces
 from service_harness import serving
 
 KEY = "sk-ant-fake-0123456789abcdef"
@@ -30,7 +31,6 @@ VERSION = "2023-06-01"
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
                403: "permission_error", 404: "not_found_error", 429: "rate_limit_error",
                500: "api_error", 529: "overloaded_error"}
-HOLD_LIMIT_S = 10.0
 
 
 class _Block(BaseModel):
@@ -64,43 +64,17 @@ class _Body(BaseModel):
 
 
 @dataclass
-class Received:
-    headers: dict[str, str]
-    body: Any
-
-
-@dataclass
-class Failure:
-    status: int
-    retry_after: str | None = None
-
-
-@dataclass
-class FakeAnthropic:
+class FakeAnthropic(FakeApi):
     """The fake's state, shared between the test (any thread) and the server's loop."""
 
     key: str = KEY
-    url: str = ""
-    requests: list[Received] = field(default_factory=list)
     replies: deque[dict[str, Any]] = field(default_factory=deque)
-    failures: deque[Failure] = field(default_factory=deque)
-    hold_next: bool = False
-    held: threading.Event = field(default_factory=threading.Event)
-    disconnected: threading.Event = field(default_factory=threading.Event)
 
     def reply(self, content: list[dict[str, Any]], *, stop_reason: str = "end_turn",
               usage: dict[str, Any] | None = None) -> None:
         """Queue the next successful answer (content blocks in wire JSON)."""
         self.replies.append({"content": content, "stop_reason": stop_reason,
                              "usage": usage or {"input_tokens": 12, "output_tokens": 3}})
-
-    def fail(self, *statuses: int, retry_after: str | None = None) -> None:
-        """Answer the next requests with these error statuses, in order, before any reply."""
-        self.failures.extend(Failure(status, retry_after) for status in statuses)
-
-    def hold(self) -> None:
-        """Keep the next request open (up to HOLD_LIMIT_S) until its client disconnects."""
-        self.hold_next = True
 
 
 @contextmanager
@@ -122,14 +96,12 @@ def app(fake: FakeAnthropic) -> FastAPI:
     api = FastAPI()
 
     @api.post("/v1/messages")
-    async def messages(request: Request) -> JSONResponse:
-        raw = await request.body()
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = raw.decode(errors="replace")
-        fake.requests.append(Received(dict(request.headers), body))
-        if request.headers.get("x-api-key") != fake.key:
+    async def messages(request: Request) -> Response:
+        body = await fake.record(request)
+        raw = json.dumps(body).encode() if not isinstance(body, str) else body.encode()
+        # The key comes as x-api-key, or, from the newer SDKs, as a Bearer authorization.
+        if fake.key not in (request.headers.get("x-api-key"),
+                            request.headers.get("authorization", "").removeprefix("Bearer ")):
             return error(401, "invalid x-api-key")
         if request.headers.get("anthropic-version") is None:
             return error(400, "anthropic-version: header is required")
@@ -137,7 +109,8 @@ def app(fake: FakeAnthropic) -> FastAPI:
             return error(400, problem)
         if fake.hold_next:
             fake.hold_next = False
-            return await _held(request, fake)
+            await fake.held_open(request)
+            return error(500, "held request released")
         if fake.failures:
             failure = fake.failures.popleft()
             return error(failure.status, f"fake failure {failure.status}",
@@ -145,9 +118,11 @@ def app(fake: FakeAnthropic) -> FastAPI:
         answer = fake.replies.popleft() if fake.replies else {
             "content": [{"type": "text", "text": "(no scripted reply)"}],
             "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}
-        return JSONResponse({"id": f"msg_fake_{len(fake.requests)}", "type": "message",
-                             "role": "assistant", "model": body["model"],
-                             "stop_sequence": None, **answer})
+        message = {"id": f"msg_fake_{len(fake.requests)}", "type": "message",
+                   "role": "assistant", "model": body["model"], "stop_sequence": None, **answer}
+        if body.get("stream"):
+            return fake.streamed(request, events(message), stream_error)
+        return JSONResponse(message)
 
     return api
 
@@ -180,12 +155,38 @@ def _ids(message: _Message | None, kind: str) -> set[str | None]:
             for block in message.content if block.type == kind}
 
 
-async def _held(request: Request, fake: FakeAnthropic) -> JSONResponse:
-    fake.held.set()
-    deadline = time.monotonic() + HOLD_LIMIT_S
-    while time.monotonic() < deadline:
-        if await request.is_disconnected():
-            fake.disconnected.set()
-            break
-        await asyncio.sleep(0.01)
-    return error(500, "held request released")
+def events(message: dict[str, Any]) -> list[Frame]:
+    """`message` as the Messages API streams it."""
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None,
+             "usage": {**usage, "output_tokens": 1}}
+    frames = [frame({"type": "message_start", "message": start}, "message_start"),
+              frame({"type": "ping"}, "ping")]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            opening: dict[str, Any] = {"type": "text", "text": ""}
+            fragments = [{"type": "text_delta", "text": piece} for piece in pieces(block["text"])]
+        elif block["type"] == "tool_use":
+            opening = {**block, "input": {}}
+            arguments = json.dumps(block["input"]) if block["input"] else ""
+            fragments = [{"type": "input_json_delta", "partial_json": piece}
+                         for piece in pieces(arguments, 5) if piece]
+        else:  # sent whole, as no delta type of this fake carries it
+            opening, fragments = block, []
+        frames.append(frame({"type": "content_block_start", "index": index,
+                             "content_block": opening}, "content_block_start",
+                            delta=block["type"] == "tool_use"))
+        frames += [frame({"type": "content_block_delta", "index": index, "delta": fragment},
+                         "content_block_delta", delta=True) for fragment in fragments]
+        frames.append(frame({"type": "content_block_stop", "index": index},
+                            "content_block_stop"))
+    frames.append(frame({"type": "message_delta",
+                         "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                         "usage": {"output_tokens": usage["output_tokens"]}}, "message_delta"))
+    frames.append(frame({"type": "message_stop"}, "message_stop"))
+    return frames
+
+
+def stream_error(kind: str) -> Frame:
+    return frame({"type": "error", "error": {"type": kind, "message": f"fake {kind}"}},
+                 "error")

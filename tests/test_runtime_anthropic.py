@@ -3,25 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
 from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
 
+import anthropic
 import pytest
 
 from reconciler.runs.messages import (
+    Delta,
     Message,
     ModelRequest,
     ModelResponse,
     TextBlock,
+    TextDelta,
     ToolResultBlock,
     ToolSpec,
     ToolUseBlock,
+    ToolUseDelta,
     Usage,
 )
 from reconciler.runtime.anthropic import AnthropicModel, MissingApiKeyError
-from reconciler.runtime.models import ModelCallError
+from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable
+from reconciler.runtime.models import ModelCallError, StreamingModel
 
 from anthropic_fake import KEY, FakeAnthropic, running_fake
 
@@ -207,3 +213,149 @@ def test_cancelling_the_call_closes_the_request_in_flight(fake: FakeAnthropic) -
 
     asyncio.run(cancel_while_held())
     assert len(fake.requests) == 1  # cancelled, not retried
+
+
+async def stream(model: AnthropicModel, request: ModelRequest = HELLO,
+                 deltas: list[Delta] | None = None) -> ModelResponse:
+    async with model:
+        return await model.stream(request, (deltas if deltas is not None else []).append)
+
+
+def test_the_model_streams() -> None:
+    assert isinstance(AnthropicModel(model="m", api_key=KEY), StreamingModel)
+
+
+def test_a_streamed_request_asks_for_the_event_stream(fake: FakeAnthropic) -> None:
+    run(stream(model_for(fake)))
+    [received] = fake.requests
+    assert received.body["stream"] is True
+    assert received.headers["accept"] == "text/event-stream"
+
+
+def test_stream_deltas_arrive_in_order_and_add_up_to_the_answer(fake: FakeAnthropic) -> None:
+    fake.reply([{"type": "text", "text": "Paying the bill now."},
+                {"type": "tool_use", "id": "toolu_9", "name": "pay", "input": {"amount": 5}}],
+               stop_reason="tool_use")
+    deltas: list[Delta] = []
+    response = run(stream(model_for(fake), ModelRequest("", HELLO.messages, (PAY,)), deltas))
+    texts = [d for d in deltas if isinstance(d, TextDelta)]
+    uses = [d for d in deltas if isinstance(d, ToolUseDelta)]
+    assert len(texts) > 1 and {d.index for d in texts} == {0}
+    assert "".join(d.text for d in texts) == "Paying the bill now."
+    assert uses[0] == ToolUseDelta(1, "toolu_9", "pay", "") and len(uses) > 2
+    assert json.loads("".join(d.partial_json for d in uses)) == {"amount": 5}
+    assert deltas.index(uses[0]) > deltas.index(texts[-1])
+    assert response.content == (TextBlock("Paying the bill now."),
+                                ToolUseBlock("toolu_9", "pay", {"amount": 5}))
+    assert response.stop_reason == "tool_use"
+
+
+def test_a_streamed_answer_equals_the_whole_one(fake: FakeAnthropic) -> None:
+    content: list[dict[str, Any]] = [
+        {"type": "text", "text": "Let me pay."},
+        {"type": "tool_use", "id": "toolu_1", "name": "pay", "input": {"amount": 5}},
+        {"type": "tool_use", "id": "toolu_2", "name": "pay", "input": {}}]
+    usage = {"input_tokens": 20, "output_tokens": 7, "cache_creation_input_tokens": 300,
+             "cache_read_input_tokens": 4000}
+    for _ in range(2):
+        fake.reply(content, stop_reason="tool_use", usage=usage)
+    whole = run(complete(model_for(fake)))
+    streamed = run(stream(model_for(fake)))
+    assert streamed == whole and streamed.usage == Usage(20, 7, 300, 4000)
+    assert streamed.content[2] == ToolUseBlock("toolu_2", "pay", {})
+
+
+def test_a_stream_overloaded_before_its_first_delta_is_retried(fake: FakeAnthropic) -> None:
+    fake.break_stream(after=0, error="overloaded_error")
+    fake.reply([{"type": "text", "text": "lost"}])
+    fake.reply([{"type": "text", "text": "found"}])
+    deltas: list[Delta] = []
+    response = run(stream(model_for(fake), HELLO, deltas))
+    assert response.content == (TextBlock("found"),) and len(fake.requests) == 2
+    assert "".join(d.text for d in deltas if isinstance(d, TextDelta)) == "found"
+
+
+def test_a_stream_that_fails_after_a_delta_is_not_retried(fake: FakeAnthropic) -> None:
+    fake.break_stream(after=1, error="overloaded_error")
+    fake.reply([{"type": "text", "text": "half an answer"}])
+    deltas: list[Delta] = []
+    with pytest.raises(ModelCallError, match="overloaded_error") as err:
+        run(stream(model_for(fake), HELLO, deltas))
+    assert (err.value.status, err.value.attempts) == (200, 1)
+    assert deltas == [TextDelta(0, "half")] and len(fake.requests) == 1
+
+
+def test_a_refused_stream_is_a_call_error_before_any_event(fake: FakeAnthropic) -> None:
+    fake.fail(401)
+    with pytest.raises(ModelCallError) as err:
+        run(stream(model_for(fake)))
+    assert (err.value.status, err.value.error_type) == (401, "authentication_error")
+
+
+def test_an_unknown_block_type_in_a_stream_is_a_call_error(fake: FakeAnthropic) -> None:
+    fake.reply([{"type": "thinking", "thinking": "hmm", "signature": "x"}])
+    with pytest.raises(ModelCallError, match="unsupported content block type 'thinking'"):
+        run(stream(model_for(fake)))
+
+
+def test_cancelling_a_stream_closes_the_connection_and_raises_cancelled(
+        fake: FakeAnthropic) -> None:
+    fake.stall()
+    fake.reply([{"type": "text", "text": "a long answer that never finishes"}])
+
+    async def cancel_mid_stream() -> None:
+        signal = CancelSignal()
+        deltas: list[Delta] = []
+        arrived = asyncio.Event()
+
+        def sink(delta: Delta) -> None:
+            deltas.append(delta)
+            arrived.set()
+
+        async with model_for(fake) as model:
+            call = asyncio.create_task(cancellable(model.stream(HELLO, sink), signal))
+            await asyncio.wait_for(arrived.wait(), BOUND_S)
+            assert deltas == [TextDelta(0, "a lo")]
+            signal.cancel("the user pressed stop")
+            with pytest.raises(Cancelled, match="the user pressed stop"):
+                await call
+            # Checked while the loop still runs: its shutdown would close the connection anyway.
+            assert await asyncio.to_thread(fake.disconnected.wait, BOUND_S), (
+                "the fake still streams to a cancelled call")
+
+    asyncio.run(cancel_mid_stream())
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_the_official_sdk_reads_the_fakes_answers_as_the_model_does(
+        fake: FakeAnthropic, streamed: bool) -> None:
+    # The fake is only evidence if the SDK, whose stream helper checks the events' order and
+    # shapes, reads it as the real API: then the model's reading is compared with the SDK's.
+    content: list[dict[str, Any]] = [
+        {"type": "text", "text": "I will pay."},
+        {"type": "tool_use", "id": "toolu_1", "name": "pay", "input": {"amount": 5}}]
+    usage = {"input_tokens": 20, "output_tokens": 7, "cache_creation_input_tokens": 300,
+             "cache_read_input_tokens": 4000}
+    for _ in range(2):
+        fake.reply(content, stop_reason="tool_use", usage=usage)
+
+    async def official() -> anthropic.types.Message:
+        client = anthropic.AsyncAnthropic(api_key=KEY, base_url=fake.url, max_retries=0)
+        messages: Any = [{"role": "user", "content": "hello"}]
+        if not streamed:
+            return await client.messages.create(model="claude-test", max_tokens=100,
+                                                messages=messages)
+        async with client.messages.stream(model="claude-test", max_tokens=100,
+                                          messages=messages) as events:
+            return await events.get_final_message()
+
+    message = run(official())
+    response = run(stream(model_for(fake)) if streamed else complete(model_for(fake)))
+    assert [block.model_dump(include={"type", "text", "id", "name", "input"})
+            for block in message.content] == content
+    assert (message.stop_reason, message.usage.output_tokens,
+            message.usage.cache_read_input_tokens) == ("tool_use", 7, 4000)
+    assert response.content == (TextBlock("I will pay."),
+                                ToolUseBlock("toolu_1", "pay", {"amount": 5}))
+    assert response.usage == Usage(20, 7, 300, 4000)

@@ -1,4 +1,5 @@
-"""The model interface: its wire JSON both ways, and the scripted model's choice of step."""
+"""The model interface: its wire JSON both ways, the scripted model's choice of step, and the
+choice of a provider's model by configuration."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reconciler.errors import AgentLoadError
 from reconciler.runs.messages import (
     Block,
     Message,
@@ -17,11 +19,14 @@ from reconciler.runs.messages import (
     ModelResponse,
     ModelWireError,
     TextBlock,
+    TextDelta,
     ToolResultBlock,
     ToolUseBlock,
+    ToolUseDelta,
     Usage,
     block_from_json,
     block_to_json,
+    delta_to_json,
     message_from_json,
     message_to_json,
     response_from_json,
@@ -29,6 +34,10 @@ from reconciler.runs.messages import (
     usage_from_json,
     usage_to_json,
 )
+from reconciler.runtime.agent import load_agent
+from reconciler.runtime.anthropic import AnthropicModel
+from reconciler.runtime.model_choice import model_from_environment
+from reconciler.runtime.openai import OpenAIModel
 from reconciler.runtime.scripted import (
     DEFAULT_USAGE,
     EXHAUSTED_TEXT,
@@ -239,3 +248,54 @@ def test_the_model_keeps_every_request_it_saw() -> None:
     ask(model, conversation())
     ask(model, conversation())
     assert len(model.requests) == 2 and model.requests[0].messages == conversation()
+
+
+def test_deltas_have_the_messages_api_stream_shape() -> None:
+    assert delta_to_json(TextDelta(0, "Hel")) == {"type": "text_delta", "index": 0,
+                                                   "text": "Hel"}
+    assert delta_to_json(ToolUseDelta(1, "toolu_1", "pay", '{"am')) == {
+        "type": "tool_use_delta", "index": 1, "id": "toolu_1", "name": "pay",
+        "partial_json": '{"am'}
+
+
+def test_without_a_model_choice_the_agent_keeps_its_model() -> None:
+    assert model_from_environment({}) is None
+    assert model_from_environment({"RECONCILER_MODEL": " "}) is None
+    agent = load_agent("examples.agent:agent", {})
+    assert isinstance(agent.model, ScriptedModel)
+
+
+@pytest.mark.parametrize(("choice", "kind", "api"), [
+    ("openai:gpt-4.1-mini", OpenAIModel, "chat"),
+    ("openai-responses:gpt-4.1-mini", OpenAIModel, "responses"),
+    ("anthropic:claude-sonnet-4-5", AnthropicModel, None),
+])
+def test_a_model_choice_names_the_provider_api_and_model(choice: str, kind: type,
+                                                         api: str | None) -> None:
+    model = model_from_environment({"RECONCILER_MODEL": choice, "OPENAI_API_KEY": "k",
+                                    "ANTHROPIC_API_KEY": "k"})
+    assert isinstance(model, kind) and isinstance(model, OpenAIModel | AnthropicModel)
+    assert model.model == choice.partition(":")[2]
+    assert getattr(model, "api", None) == api
+
+
+def test_a_model_choice_replaces_the_agents_model_and_keeps_its_tools() -> None:
+    agent = load_agent("examples.agent:agent", {"RECONCILER_MODEL": "openai:llama3.1",
+                                                "OPENAI_API_KEY": "ollama"})
+    assert isinstance(agent.model, OpenAIModel) and agent.model.model == "llama3.1"
+    assert [tool.spec.name for tool in agent.tools] == ["count_words"]
+    assert agent.config == {"max_turns": 3}
+
+
+@pytest.mark.parametrize(("environ", "message"), [
+    ({"RECONCILER_MODEL": "gpt-4.1"}, "write it as provider:model"),
+    ({"RECONCILER_MODEL": "mistral:large"}, "openai, openai-responses, anthropic"),
+    ({"RECONCILER_MODEL": "openai:"}, "write it as provider:model"),
+    ({"RECONCILER_MODEL": "openai:gpt-4.1"}, "OPENAI_API_KEY"),
+    ({"RECONCILER_MODEL": "anthropic:claude"}, "ANTHROPIC_API_KEY"),
+])
+def test_a_bad_model_choice_fails_the_agents_load_saying_what_to_set(
+        environ: dict[str, str], message: str) -> None:
+    with pytest.raises(AgentLoadError, match="RECONCILER_MODEL") as refused:
+        load_agent("examples.agent:agent", environ)
+    assert message in str(refused.value)

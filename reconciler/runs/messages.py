@@ -96,6 +96,29 @@ class ModelResponse:
         return Message("assistant", self.content)
 
 
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """More text for the answer's content block number `index`."""
+
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUseDelta:
+    """More of the arguments of the tool call in content block `index`: `partial_json` is a
+    fragment of its input's JSON (possibly empty, when the call is announced). The whole call is
+    only known from the final response."""
+
+    index: int
+    id: str
+    name: str
+    partial_json: str
+
+
+Delta = TextDelta | ToolUseDelta
+
+
 def block_to_json(block: Block) -> dict[str, Any]:
     match block:
         case TextBlock(text):
@@ -150,6 +173,17 @@ def _blocks_from_json(data: list[Any]) -> tuple[Block, ...]:
         except ModelWireError as exc:
             raise ModelWireError(f"content[{index}]: {exc}") from None
     return tuple(blocks)
+
+
+def delta_to_json(delta: Delta) -> dict[str, Any]:
+    """A delta as the JSON of an appended event (the shapes follow the Messages API's stream)."""
+    match delta:
+        case TextDelta(index, text):
+            return {"type": "text_delta", "index": index, "text": text}
+        case ToolUseDelta(index, id_, name, partial_json):
+            return {"type": "tool_use_delta", "index": index, "id": id_, "name": name,
+                    "partial_json": partial_json}
+    raise ModelWireError(f"not a delta: {type(delta).__name__}")
 
 
 def usage_to_json(usage: Usage) -> dict[str, int]:

@@ -3,7 +3,7 @@
     reconciler serve --agent mypackage.agents:support     # an Agent, or a function making one
 
 The name is looked up like uvicorn's `module:app`: the current directory first, then the
-installed packages.
+installed packages. RECONCILER_MODEL, when set, replaces the agent's model (`model_choice`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import importlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.errors import AgentLoadError
 from reconciler.runtime.guards import RunConfig
+from reconciler.runtime.model_choice import model_from_environment
 from reconciler.runtime.models import Model
 from reconciler.runtime.tools import Tool, by_name
 
@@ -37,9 +38,10 @@ class Agent:
         RunConfig.of(self.config)
 
 
-def load_agent(spec: str) -> Agent:
+def load_agent(spec: str, environ: Mapping[str, str] = os.environ) -> Agent:
     """The agent `spec` names as "package.module:attribute", where the attribute is an Agent or a
-    zero-argument callable returning one. Raises AgentLoadError saying what is wrong."""
+    zero-argument callable returning one, with the model RECONCILER_MODEL in `environ` names,
+    if any. Raises AgentLoadError saying what is wrong."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise AgentLoadError(f"agent {spec!r}: name it as package.module:attribute")
@@ -60,7 +62,8 @@ def load_agent(spec: str) -> Agent:
     if not isinstance(target, Agent):
         raise AgentLoadError(f"agent {spec!r} is a {type(target).__name__}, not an Agent; point "
                              "it at a reconciler.runtime.agent.Agent or a function returning one")
-    return target
+    model = model_from_environment(environ)
+    return target if model is None else replace(target, model=model)
 
 
 def _import(module_name: str, spec: str) -> Any:

@@ -1,14 +1,16 @@
-"""What the run loop knows of a model: one `complete` call, and how it fails for good.
+"""What the run loop knows of a model: one `complete` call, how it fails for good, and for a
+model that streams, the deltas of its answer as they arrive.
 
 The conversation it is given and answers with is plain data (`reconciler.runs.messages`).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 from reconciler.errors import ReconcilerError
-from reconciler.runs.messages import ModelRequest, ModelResponse
+from reconciler.runs.messages import Delta, ModelRequest, ModelResponse
 
 
 class ModelCallError(ReconcilerError):
@@ -31,3 +33,17 @@ class Model(Protocol):
     implementation lets CancelledError through and leaves nothing running."""
 
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+#: Called with each delta in the order the provider sent it. It runs inside the model call: an
+#: exception it raises ends the call (the stream is closed) and propagates.
+DeltaSink = Callable[[Delta], None]
+
+
+@runtime_checkable
+class StreamingModel(Model, Protocol):
+    """A model that can also stream: `stream` hands each delta to `on_delta` as it arrives and
+    returns the same response `complete` would. Cancelling the awaiting task closes the stream.
+    A failure after the first delta is not retried (the sink has seen part of an answer)."""
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse: ...
