@@ -8,7 +8,7 @@ The checks below restate the SPEC's evidence requirements independently of the e
 
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeGuard
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -95,7 +95,7 @@ def _seconds(at: datetime) -> float:
 
 
 def _latest_dispatch(facts: Facts) -> float:
-    return max(_seconds(a.at) for a in (facts.intent, *facts.attempts))
+    return max(_seconds(at) for at in (facts.intent.at, *(a.at for a in facts.attempts)))
 
 
 def _earliest_dispatch(facts: Facts) -> float:
@@ -104,7 +104,7 @@ def _earliest_dispatch(facts: Facts) -> float:
                         default=facts.intent.at))
 
 
-def _usable(e: object) -> bool:
+def _usable(e: object) -> TypeGuard[Observation]:
     """An authoritative or lagging read that answered without an error."""
     return isinstance(e, Observation) and e.error is None and e.authority in (
         Authority.AUTHORITATIVE, Authority.LAGGING)
@@ -119,14 +119,13 @@ def _human_said(facts: Facts, verdict: Verdict) -> bool:
     place, last = placed[-1]
     after = facts.evidence[place + 1:]
     return last.verdict is verdict and not any(a.at >= last.at for a in facts.attempts) and not any(
-        isinstance(e, Receipt) or (_usable(e) and isinstance(e, Observation) and e.matches)
+        isinstance(e, Receipt) or (_usable(e) and bool(e.matches))
         for e in after)
 
 
 def _proof_of_effect(facts: Facts) -> bool:
     """A match from an authoritative or lagging probe, or a receipt bound to the intent's hash."""
-    proof_match = any(_usable(e) and isinstance(e, Observation) and e.matches
-                      for e in facts.evidence)
+    proof_match = any(_usable(e) and e.matches for e in facts.evidence)
     bound = any(isinstance(e, Receipt) and e.request_hash == H0 for e in facts.evidence) or any(
         a.receipt is not None and a.receipt.request_hash == H0 for a in facts.attempts)
     return proof_match or bound
@@ -136,7 +135,7 @@ def _proof_of_absence(facts: Facts, contract: ProviderContract) -> bool:
     """No effect ever seen by an authoritative or lagging read, and the latest such read is a
     zero made after the latest dispatch (for lagging, at least visibility_lag_s after it)."""
     dispatched = t(_latest_dispatch(facts))
-    usable = [e for e in facts.evidence if isinstance(e, Observation) and _usable(e)]
+    usable = [e for e in facts.evidence if _usable(e)]
     if not usable or any(o.matches for o in usable):
         return False
     latest = sorted(usable, key=lambda o: o.at)[-1]
