@@ -23,10 +23,11 @@ are read, in `reconciler.fixtures`; this module compares times as given.
 
 Where the SPEC still leaves a choice, this module takes the reading that can never cause a
 second real-world effect: a zero at the very instant of a dispatch is not after it; a refused
-retry request counts as an unsafe one; an attempt dispatched at or after a resolution's time is
-later than it (attempts and evidence are kept apart, so an attempt's place in the recorded order
-is its dispatch time; evidence is compared by recorded order); and a retry is granted only by a
-provider with idempotency keys, and only when nothing in rule 2 holds.
+retry request counts as an unsafe one; and a retry is granted only by a provider with
+idempotency keys, and only when nothing in rule 2 holds. One reading is forced by the facts as
+they are kept: attempts and evidence are recorded apart, so evidence is weighed against a human
+resolution by recorded order, but an attempt by its dispatch time (later when after the
+resolution's time).
 """
 
 from __future__ import annotations
@@ -278,14 +279,15 @@ def _deciding_resolution(facts: Facts, seen: _Seen) -> Resolution | None:
     Proof is a later attempt, a later receipt, a later match from an authoritative or lagging
     read, or a later conclusive zero. Weak and unavailable reads (errored ones included) and
     zeros that are not conclusive never supersede it: a read outage is no reason to reopen a
-    human's decision. "Later" is the recorded order of the evidence, whatever its `at` says; an
-    attempt, kept apart from the evidence, is later when dispatched at or after the resolution.
+    human's decision. "Later" is the recorded order of the evidence, whatever its `at` says. An
+    attempt is kept apart from the evidence, with no place in that order: it is later when
+    dispatched after the resolution's time (at the same instant, the human saw it).
     """
     placed = [(i, e) for i, e in enumerate(facts.evidence) if isinstance(e, Resolution)]
     if not placed:
         return None
     place, latest = placed[-1]
-    later_attempt = any(dispatched_at(a, facts) >= latest.at for a in facts.attempts)
+    later_attempt = any(dispatched_at(a, facts) > latest.at for a in facts.attempts)
     later_receipt = any(isinstance(e, Receipt) for e in facts.evidence[place + 1:])
     later_match = any(i > place and o.matches for i, o in _proofs(facts))
     later_zero = seen.conclusive_zero_at is not None and seen.conclusive_zero_at > place

@@ -46,11 +46,11 @@ SPEC = {"type": "object"}
 class Send:
     """A non_idempotent tool whose first `timeouts` dispatches get no answer."""
 
-    def __init__(self, timeouts: int = 1) -> None:
+    def __init__(self, timeouts: int = 1, uses_key: bool | None = None) -> None:
         self.timeouts = timeouts
         self.attempts: list[int] = []
         self.tool = Tool(ToolSpec("send", "send a message", SPEC), Effect.NON_IDEMPOTENT,
-                         self, provider="chat")
+                         self, provider="chat", uses_key=uses_key)
 
     async def __call__(self, tool_call: ToolCall) -> ToolOutput:
         self.attempts.append(tool_call.attempt)
@@ -164,7 +164,7 @@ def test_approving_as_applied_takes_the_result_from_the_evidence(tmp_path: Path)
 
 
 def test_approving_as_not_applied_sends_again_once(tmp_path: Path) -> None:
-    send = Send()
+    send = Send(uses_key=True)  # a retry "with the same key" needs one (SPEC rule 6)
     with sidecar(tmp_path, SEND_THEN_DONE, [send.tool]) as http:
         token = awaiting_approval(http, send)["approval"]["resume_token"]
         run = ok(http.post("/v1/runs/r1/approve", json={

@@ -118,7 +118,7 @@ def _human_said(facts: Facts, verdict: Verdict) -> bool:
         return False
     place, last = placed[-1]
     after = facts.evidence[place + 1:]
-    return last.verdict is verdict and not any(a.at >= last.at for a in facts.attempts) and not any(
+    return last.verdict is verdict and not any(a.at > last.at for a in facts.attempts) and not any(
         isinstance(e, Receipt) or (_usable(e) and bool(e.matches))
         for e in after)
 
