@@ -7,8 +7,8 @@ any receipt, so the reconciler's attempt record is what the caller really saw.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
 import hashlib
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
