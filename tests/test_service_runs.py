@@ -219,7 +219,8 @@ def test_cancel_stops_the_call_in_flight_and_resume_finishes_the_run(tmp_path: P
 
 
 def test_a_paused_run_is_cancelled_at_once(tmp_path: Path) -> None:
-    with sidecar(tmp_path, [say("done")]) as http:
+    with sidecar(tmp_path, [call(tool_use("lookup", {"q": 1})), say("done")],
+                 [lookup_tool()]) as http:
         paused = ok(http.post("/v1/runs", json={
             "input": "x", "run_id": "r1", "deadline_s": 1, "config": {"step_reserve_s": 5}}), 201)
         run = ok(http.post("/v1/runs/r1/cancel", json={}))
@@ -239,6 +240,8 @@ def test_resume_with_a_larger_budget_finishes_a_failed_run(tmp_path: Path) -> No
 
 
 def test_a_run_past_its_deadline_pauses_and_continues_once_per_request(tmp_path: Path) -> None:
+    """deadline_s below step_reserve_s: the request makes its one step (the model asks for the
+    lookup), then pauses; the continue finishes the run."""
     with sidecar(tmp_path, [call(tool_use("lookup", {"q": 1})), say("done")],
                  [lookup_tool()]) as http:
         paused = ok(http.post("/v1/runs", json={
@@ -250,7 +253,7 @@ def test_a_run_past_its_deadline_pauses_and_continues_once_per_request(tmp_path:
                                json={**answer, "continue_request_id": "cont_other"})
         done = ok(http.post("/v1/runs/r1/continue", json=answer))
         replayed = http.post("/v1/runs/r1/continue", json=answer)
-    assert paused["state"] == "running"
+    assert paused["state"] == "awaiting_tool"
     assert request == {"type": "task_continue_request", "id": request["id"], "run_id": "r1",
                        "tool_steps": 0}
     assert_problem(mismatched, 409, "continuation-mismatch")
