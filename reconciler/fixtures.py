@@ -58,7 +58,7 @@ def utc(at: datetime) -> datetime:
 
 
 #: The fraction of a second in an RFC 3339 time: its first six digits are kept, the rest cut.
-_FRACTION = re.compile(r"T\d{2}:\d{2}:\d{2}[.,]\d{6}(\d+)")
+_FRACTION = re.compile(r"[Tt ]\d{2}:\d{2}:\d{2}[.,]\d{6}(\d+)")
 
 
 #: JSON text reaches a field validator as a Python str, which strict mode refuses as a time.
