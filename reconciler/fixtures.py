@@ -1,10 +1,20 @@
 """Reading SPEC section 5 NDJSON fixtures: one validated event per line, or a FixtureError that
-names the file and line. Parsing only; `replay` gives the events meaning."""
+names the file and line. Parsing only; `replay` gives the events meaning.
+
+Times keep the precision they are given, down to the microsecond (Python's and the store's,
+SQLite text and PostgreSQL timestamptz alike). Finer digits are cut, and where they are cut a
+dispatch rounds up and an observation rounds down (SPEC section 4), so that a lost fraction can
+only make a zero look earlier against a dispatch, never later:
+
+    dispatch  09:00:00.0000009  -> 09:00:00.000001  (intent, attempt: `DispatchTime`)
+    observed  09:00:00.0000009  -> 09:00:00.000000  (probe, receipt, resolution, approval)
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -15,7 +25,10 @@ from pydantic import (
     Field,
     TypeAdapter,
     ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
 )
+from pydantic_core import PydanticCustomError
 
 from reconciler.domain import (
     Approval,
@@ -42,6 +55,37 @@ Text = Annotated[str, Field(min_length=1, max_length=200)]
 
 def utc(at: datetime) -> datetime:
     return at.astimezone(UTC)
+
+
+#: The fraction of a second in an RFC 3339 time: its first six digits are kept, the rest cut.
+_FRACTION = re.compile(r"[Tt ]\d{2}:\d{2}:\d{2}[.,]\d{6}(\d+)")
+
+
+#: JSON text reaches a field validator as a Python str, which strict mode refuses as a time.
+_TIME_TEXT: TypeAdapter[datetime] = TypeAdapter(AwareDatetime)
+
+
+def _round_dispatch_up(value: Any, handler: ValidatorFunctionWrapHandler) -> datetime:
+    """Parse as an AwareDatetime (which cuts past the microsecond), then round up what was cut.
+    Anything but text goes to the strict parser, which refuses it as usual."""
+    if not isinstance(value, str):
+        return handler(value)  # type: ignore[no-any-return]
+    try:
+        at = _TIME_TEXT.validate_python(value)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise PydanticCustomError(first["type"], first["msg"]) from None
+    cut = _FRACTION.search(value)
+    if cut is None or not cut.group(1).strip("0"):
+        return at
+    try:
+        return at + timedelta(microseconds=1)
+    except OverflowError:
+        raise ValueError("a dispatch time this close to year 10000 cannot be rounded up") from None
+
+
+#: A dispatch time (an intent's or an attempt's): digits past the microsecond round it up.
+DispatchTime = Annotated[AwareDatetime, WrapValidator(_round_dispatch_up)]
 
 
 class _Line(BaseModel):
@@ -72,7 +116,7 @@ class IntentLine(_Line):
     provider: Text
     action: Text
     effect: Effect
-    at: AwareDatetime
+    at: DispatchTime
     run_id: str | None = None
     tool_call_id: str | None = None
 
@@ -95,7 +139,7 @@ class AttemptLine(_Line):
     attempt: Annotated[int, Field(ge=1)]
     idempotency_key: str | None = None
     request_hash: Text
-    at: AwareDatetime
+    at: DispatchTime
     outcome: Outcome
     status: Annotated[int, Field(ge=100, le=599)] | None = None
     receipt: MatchModel | None = None

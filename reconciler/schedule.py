@@ -56,7 +56,7 @@ def confirmation_due(facts: Facts, decision: Decision,
             or Finding.HUMAN_RESOLUTION in decision.findings):
         return None
     window_ends = latest_dispatch(facts) + timedelta(seconds=contract.visibility_lag_s)
-    if any(o.error is None and o.at >= window_ends for o in proofs(facts)):
+    if any(o.at >= window_ends for o in proofs(facts)):
         return None
     return window_ends
 

@@ -1,14 +1,33 @@
 """The verdict engine: SPEC section 4 as plain functions over plain data. No I/O, no clock reads.
 
 Read it beside the SPEC: `evaluate` walks rules 1 to 7 in order, the first rule that holds is the
-verdict, and every rule that holds is listed in the findings. A human resolution recorded after
-the latest evidence decides the verdict; the rules still report what they see.
+verdict, and every rule that holds is listed in the findings. A human resolution decides the
+verdict until later proof supersedes it; the rules still report what they see.
 
-When a reading is ambiguous this module takes the one that can never cause a second real-world
-effect: a zero at the very instant of a dispatch is not after it; a refused retry request counts
-as an unsafe one; any newer observation, even a hint, supersedes a human resolution; and a retry
-is granted only by a provider with idempotency keys (rule 6: "a retry with the same key"), and
-only when nothing in rule 2 holds.
+The readings SPEC section 4 fixes, so that an error of a clock or of a probe never opens a
+retry early, and where this module applies them:
+- an observation that carries an `error` counts as `unavailable`, whatever authority it names
+  (`authority_of`);
+- the latest dispatch is the latest of the intent's time and every attempt's, and an attempt
+  stamped before its intent counts at the intent's time (`dispatched_at`, `latest_dispatch`);
+  the retention window counts from the earliest dispatch (`earliest_dispatch`);
+- `max_attempts` holds against the highest attempt number as well as the count
+  (`attempts_used`);
+- a human resolution stands until later proof: a later attempt, receipt, authoritative or
+  lagging match, or conclusive zero; a weak or unavailable observation or an inconclusive zero
+  never supersedes it (`_deciding_resolution`), and a superseded `verified_applied` still
+  counts against a zero (rules 3, 4 and 6 treat it as an effect seen);
+- a retry with "the same key" needs a key: an intent without one is never granted a retry.
+Rounding where precision is cut (a dispatch up, an observation down) happens where the times
+are read, in `reconciler.fixtures`; this module compares times as given.
+
+Where the SPEC still leaves a choice, this module takes the reading that can never cause a
+second real-world effect: a zero at the very instant of a dispatch is not after it; a refused
+retry request counts as an unsafe one; and a retry is granted only by a provider with
+idempotency keys, and only when nothing in rule 2 holds. One reading is forced by the facts as
+they are kept: attempts and evidence are recorded apart, so evidence is weighed against a human
+resolution by recorded order, but an attempt by its dispatch time (later when after the
+resolution's time).
 """
 
 from __future__ import annotations
@@ -46,13 +65,14 @@ class Finding:
     BLIND_RETRY = "blind_retry"
     #: Rule 2: a retry sent more than key_retention_s after the first attempt.
     RETRY_AFTER_RETENTION = "retry_after_retention"
-    #: Rule 2: more attempts than the contract's max_attempts (the first one counts).
+    #: Rule 2: more attempts than the contract's max_attempts (the first one counts; so does
+    #: every number skipped below the highest one recorded).
     ATTEMPTS_OVER_BUDGET = "attempts_over_budget"
     #: Rule 2: the retry gate refused a caller that asked with another key or hash.
     REFUSED_RETRY = "refused_retry"
     #: Rule 3: a conclusive zero, no refs, yet a 2xx response or a bound receipt.
     FALSE_SUCCESS = "false_success"
-    #: Rule 4: a conclusive zero although an effect was seen.
+    #: Rule 4: a conclusive zero although an effect was seen (or a human said it was applied).
     CONFLICTING_EVIDENCE = "conflicting_evidence"
     #: Rule 5: exactly one effect (with our hash, if it carries one) or a bound receipt.
     VERIFIED_APPLIED = "verified_applied"
@@ -68,7 +88,7 @@ class Finding:
     RECEIPT_HASH_MISMATCH = "receipt_hash_mismatch"
     #: A weak probe matched: a hint for a human, proof of nothing.
     WEAK_MATCH = "weak_match"
-    #: At least one probe could not answer.
+    #: At least one probe could not answer (or answered with an error).
     PROBE_UNAVAILABLE = "probe_unavailable"
     #: The latest usable zero came before the latest dispatch (plus the lag for lagging reads).
     ZERO_NOT_CONCLUSIVE = "zero_not_conclusive"
@@ -76,7 +96,7 @@ class Finding:
     INTENT_CONFLICT = "intent_conflict"
     #: A human resolution decided the verdict.
     HUMAN_RESOLUTION = "human_resolution"
-    #: A human resolution exists but newer evidence came after it, so the rules decide.
+    #: A human resolution exists but proof was recorded after it, so the rules decide.
     RESOLUTION_SUPERSEDED = "resolution_superseded"
     #: The reconcile deadline has passed while the verdict is still indeterminate.
     DEADLINE_PASSED = "deadline_passed"
@@ -86,6 +106,8 @@ class Finding:
     RETENTION_WINDOW_CLOSED = "retention_window_closed"
     #: Retry refused: the provider has no idempotency keys, so a retry cannot reuse one.
     NO_IDEMPOTENCY_KEYS = "no_idempotency_keys"
+    #: Retry refused: the intent has no idempotency key, so there is no "same key" to reuse.
+    INTENT_WITHOUT_KEY = "intent_without_key"
     #: Retry refused until a human approves it (the contract says compensable: false).
     APPROVAL_REQUIRED = "approval_required"
 
@@ -120,14 +142,37 @@ class _Seen:
 
     refs: frozenset[str]
     hash_mismatch: bool
-    conclusive_zero: bool
+    #: The conclusive zero's place in the recorded evidence (None: there is no conclusive zero).
+    conclusive_zero_at: int | None
     bound_receipt: bool
     success_claim: bool
+    #: A human once said verified_applied: an effect seen, even after proof superseded it.
+    human_applied: bool
+
+    @property
+    def conclusive_zero(self) -> bool:
+        return self.conclusive_zero_at is not None
+
+    @property
+    def effect_seen(self) -> bool:
+        """What a zero is weighed against (rules 3, 4, 6): a ref, or a human's "applied"."""
+        return bool(self.refs) or self.human_applied
+
+
+def authority_of(obs: Observation) -> Authority:
+    """The authority an observation proves with: none at all when it carries an error."""
+    return Authority.UNAVAILABLE if obs.error is not None else obs.authority
+
+
+def dispatched_at(attempt: Attempt, facts: Facts) -> datetime:
+    """When an attempt counts as sent: its own time, but never before its intent's."""
+    return max(attempt.at, facts.intent.at)
 
 
 def proofs(facts: Facts) -> list[Observation]:
-    """The observations that can prove something: those of authoritative or lagging probes."""
-    return [o for o in facts.of(Observation) if o.authority in PROOF_AUTHORITIES]
+    """The observations that can prove something: authoritative or lagging reads that
+    answered without an error."""
+    return [o for _, o in _proofs(facts)]
 
 
 def refs(facts: Facts) -> frozenset[str]:
@@ -143,8 +188,20 @@ def applied_refs(facts: Facts) -> frozenset[str]:
 
 
 def latest_dispatch(facts: Facts) -> datetime:
-    """When the last attempt was sent; the intent's time when nothing was sent yet."""
-    return max((a.at for a in facts.attempts), default=facts.intent.at)
+    """The latest of the intent's time and every attempt's time."""
+    return max([facts.intent.at, *(a.at for a in facts.attempts)])
+
+
+def earliest_dispatch(facts: Facts) -> datetime:
+    """Where the key retention window starts: the earliest attempt (at its intent's time at the
+    earliest); the intent's time when none was recorded (it may have been sent unrecorded)."""
+    return min((dispatched_at(a, facts) for a in facts.attempts), default=facts.intent.at)
+
+
+def attempts_used(facts: Facts) -> int:
+    """Attempts spent against max_attempts: the count, or the highest number if a gap in the
+    numbers says some were sent and not recorded."""
+    return max(len(facts.attempts), max((a.number for a in facts.attempts), default=0))
 
 
 def reconcile_deadline(facts: Facts, contract: ProviderContract) -> datetime:
@@ -159,9 +216,10 @@ def is_conclusive_zero(obs: Observation, dispatched: datetime, contract: Provide
            |------ lagging zeros say nothing ------|---- a lagging zero is conclusive ---->
            |---- an authoritative zero is conclusive at once (strictly after dispatch) ---->
     """
-    if obs.matches or obs.authority not in PROOF_AUTHORITIES or obs.at <= dispatched:
+    authority = authority_of(obs)
+    if obs.matches or authority not in PROOF_AUTHORITIES or obs.at <= dispatched:
         return False
-    if obs.authority is Authority.LAGGING:
+    if authority is Authority.LAGGING:
         return obs.at >= dispatched + timedelta(seconds=contract.visibility_lag_s)
     return True
 
@@ -176,20 +234,28 @@ def _receipt_hashes(facts: Facts) -> list[str | None]:
         a.receipt.request_hash for a in facts.attempts if a.receipt is not None]
 
 
+def _proofs(facts: Facts) -> list[tuple[int, Observation]]:
+    """(place in the recorded evidence, observation) of every authoritative or lagging read
+    that answered without an error."""
+    return [(i, e) for i, e in enumerate(facts.evidence)
+            if isinstance(e, Observation) and authority_of(e) in PROOF_AUTHORITIES]
+
+
 def _seen(facts: Facts, contract: ProviderContract) -> _Seen:
-    proving = proofs(facts)
-    matches = [m for o in proving for m in o.matches]
+    proofs = _proofs(facts)
+    matches = [m for _, o in proofs for m in o.matches]
     # "Latest" is by observation time; equal times keep recorded order, the later line wins.
-    latest = max(enumerate(proving), key=lambda io: (io[1].at, io[0]), default=None)
+    latest = max(proofs, key=lambda io: (io[1].at, io[0]), default=None)
     bound_receipt = any(_bound(h, facts) for h in _receipt_hashes(facts))
+    zero = latest is not None and is_conclusive_zero(latest[1], latest_dispatch(facts), contract)
     return _Seen(
         refs=refs(facts),
         hash_mismatch=any(m.request_hash is not None and not _bound(m.request_hash, facts)
                           for m in matches),
-        conclusive_zero=latest is not None and is_conclusive_zero(
-            latest[1], latest_dispatch(facts), contract),
+        conclusive_zero_at=latest[0] if zero and latest is not None else None,
         bound_receipt=bound_receipt,
         success_claim=bound_receipt or any(a.succeeded for a in facts.attempts),
+        human_applied=any(r.verdict is Verdict.VERIFIED_APPLIED for r in facts.of(Resolution)),
     )
 
 
@@ -209,11 +275,11 @@ def _unsafe_retry_findings(facts: Facts, contract: ProviderContract,
             blind_known if blind_known is not None
             else _any_blind_retry(facts, contract, retries)):
         found.append(Finding.BLIND_RETRY)
-    first = min(facts.attempts, key=lambda a: a.number, default=None)
-    if first is not None and any(
-            (a.at - first.at).total_seconds() > contract.key_retention_s for a in retries):
+    first = earliest_dispatch(facts)
+    if any((dispatched_at(a, facts) - first).total_seconds() > contract.key_retention_s
+           for a in facts.attempts):
         found.append(Finding.RETRY_AFTER_RETENTION)
-    if len(facts.attempts) > contract.max_attempts:
+    if attempts_used(facts) > contract.max_attempts:
         found.append(Finding.ATTEMPTS_OVER_BUDGET)
     return found
 
@@ -223,23 +289,33 @@ def _any_blind_retry(facts: Facts, contract: ProviderContract, retries: list[Att
     verified_not_applied? Walked in attempt order, each step reusing what the earlier ones
     found, so the cost stays linear in the number of retries."""
     for retry in retries:
-        before = _evaluate(facts.before(retry.at, retry.number), contract, retry.at,
-                           blind_known=False)
+        sent = dispatched_at(retry, facts)
+        before = _evaluate(facts.before(sent, retry.number), contract, sent, blind_known=False)
         if before.verdict is not Verdict.VERIFIED_NOT_APPLIED:
             return True
     return False
 
 
-def _deciding_resolution(facts: Facts) -> Resolution | None:
-    """The latest human resolution, if no attempt, receipt or observation (of any authority:
-    even a hint may be what the human did not see) came after it."""
-    resolutions = facts.of(Resolution)
-    if not resolutions:
+def _deciding_resolution(facts: Facts, seen: _Seen) -> Resolution | None:
+    """The latest recorded human resolution, unless proof was recorded after it.
+
+    Proof is a later attempt, a later receipt, a later match from an authoritative or lagging
+    read, or a later conclusive zero. Weak and unavailable reads (errored ones included) and
+    zeros that are not conclusive never supersede it: a read outage is no reason to reopen a
+    human's decision. "Later" is the recorded order of the evidence, whatever its `at` says. An
+    attempt is kept apart from the evidence, with no place in that order: it is later when
+    dispatched after the resolution's time (at the same instant, the human saw it).
+    """
+    placed = [(i, e) for i, e in enumerate(facts.evidence) if isinstance(e, Resolution)]
+    if not placed:
         return None
-    latest = max(enumerate(resolutions), key=lambda ir: (ir[1].at, ir[0]))[1]
-    newer = [a.at for a in facts.attempts] + [r.at for r in facts.of(Receipt)] + [
-        o.at for o in facts.of(Observation)]
-    return latest if all(latest.at > t for t in newer) else None
+    place, latest = placed[-1]
+    later_attempt = any(dispatched_at(a, facts) > latest.at for a in facts.attempts)
+    later_receipt = any(isinstance(e, Receipt) for e in facts.evidence[place + 1:])
+    later_match = any(i > place and o.matches for i, o in _proofs(facts))
+    later_zero = seen.conclusive_zero_at is not None and seen.conclusive_zero_at > place
+    superseded = later_attempt or later_receipt or later_match or later_zero
+    return None if superseded else latest
 
 
 def _side_findings(facts: Facts, seen: _Seen) -> list[str]:
@@ -250,15 +326,14 @@ def _side_findings(facts: Facts, seen: _Seen) -> list[str]:
         found.append(Finding.EFFECT_HASH_MISMATCH)
     if seen.success_claim:
         found.append(Finding.SUCCESS_CLAIM)
-    if any(o.authority is Authority.WEAK and o.matches for o in observations):
+    if any(authority_of(o) is Authority.WEAK and o.matches for o in observations):
         found.append(Finding.WEAK_MATCH)
-    if any(o.authority is Authority.UNAVAILABLE for o in observations):
+    if any(authority_of(o) is Authority.UNAVAILABLE for o in observations):
         found.append(Finding.PROBE_UNAVAILABLE)
     # A receipt that names no hash (Postmark's MessageID) is unbound, not bound elsewhere.
     if any(h is not None and not _bound(h, facts) for h in _receipt_hashes(facts)):
         found.append(Finding.RECEIPT_HASH_MISMATCH)
-    if not seen.conclusive_zero and any(
-            o.authority in PROOF_AUTHORITIES and not o.matches for o in observations):
+    if not seen.conclusive_zero and any(not o.matches for _, o in _proofs(facts)):
         found.append(Finding.ZERO_NOT_CONCLUSIVE)
     if facts.of(IntentConflict):
         found.append(Finding.INTENT_CONFLICT)
@@ -266,19 +341,20 @@ def _side_findings(facts: Facts, seen: _Seen) -> list[str]:
 
 
 def _rules(seen: _Seen, unsafe: list[str]) -> list[tuple[Verdict, str]]:
-    """Rules 1-6 in SPEC order: (verdict if it is the first, finding) for every rule that holds."""
+    """Rules 1-6 in SPEC order: (verdict if it is the first, finding) for every rule that holds.
+    A human's verified_applied is an effect seen for rules 3, 4 and 6, superseded or not."""
     held: list[tuple[Verdict, str]] = []
     if len(seen.refs) >= 2:
         held.append((Verdict.DUPLICATE_EFFECT, Finding.DUPLICATE_EFFECT))
     if unsafe:
         held.append((Verdict.UNSAFE_RETRY, Finding.UNSAFE_RETRY))
-    if seen.conclusive_zero and not seen.refs and seen.success_claim:
+    if seen.conclusive_zero and not seen.effect_seen and seen.success_claim:
         held.append((Verdict.FALSE_SUCCESS, Finding.FALSE_SUCCESS))
-    if seen.conclusive_zero and seen.refs:
+    if seen.conclusive_zero and seen.effect_seen:
         held.append((Verdict.INDETERMINATE, Finding.CONFLICTING_EVIDENCE))
     if (len(seen.refs) == 1 and not seen.hash_mismatch) or seen.bound_receipt:
         held.append((Verdict.VERIFIED_APPLIED, Finding.VERIFIED_APPLIED))
-    if seen.conclusive_zero and not seen.refs and not seen.success_claim:
+    if seen.conclusive_zero and not seen.effect_seen and not seen.success_claim:
         held.append((Verdict.VERIFIED_NOT_APPLIED, Finding.VERIFIED_NOT_APPLIED))
     return held
 
@@ -298,7 +374,7 @@ def _evaluate(facts: Facts, contract: ProviderContract, now: datetime,
     verdict = held[0][0] if held else Verdict.INDETERMINATE
     if not held:
         findings.append(Finding.INDETERMINATE)
-    resolution = _deciding_resolution(facts)
+    resolution = _deciding_resolution(facts, seen)
     if resolution is not None:
         verdict = resolution.verdict
         findings.append(Finding.HUMAN_RESOLUTION)
@@ -316,13 +392,14 @@ def _retry_refusals(facts: Facts, contract: ProviderContract, now: datetime,
     refusals: list[str] = []
     if Finding.UNSAFE_RETRY in findings:
         refusals.append(Finding.UNSAFE_RETRY)
-    if len(facts.attempts) + 1 > contract.max_attempts:
+    if attempts_used(facts) + 1 > contract.max_attempts:
         refusals.append(Finding.RETRY_BUDGET_EXHAUSTED)
-    first = min(facts.attempts, key=lambda a: a.number, default=None)
-    if first is not None and (now - first.at).total_seconds() > contract.key_retention_s:
+    if (now - earliest_dispatch(facts)).total_seconds() > contract.key_retention_s:
         refusals.append(Finding.RETENTION_WINDOW_CLOSED)
     if not contract.idempotency_keys:
         refusals.append(Finding.NO_IDEMPOTENCY_KEYS)
+    if facts.intent.idempotency_key is None:
+        refusals.append(Finding.INTENT_WITHOUT_KEY)
     dispatched = latest_dispatch(facts)
     if not contract.compensable and not any(a.at > dispatched for a in facts.of(Approval)):
         refusals.append(Finding.APPROVAL_REQUIRED)

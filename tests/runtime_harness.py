@@ -142,11 +142,14 @@ class FakeTool:
     provider: str | None = None
     action: Action | None = None
     calls: list[ToolCall] = field(default_factory=list)
+    #: Whether the derived key is sent to the provider (and so recorded on the intent).
+    uses_key: bool | None = None
 
     @property
     def tool(self) -> Tool:
         spec = ToolSpec(self.name, f"the {self.name} tool", {"type": "object"})
-        return Tool(spec, self.effect, self._handle, provider=self.provider)
+        return Tool(spec, self.effect, self._handle, provider=self.provider,
+                    uses_key=self.uses_key)
 
     async def _handle(self, call: ToolCall) -> ToolOutput:
         self.calls.append(call)

@@ -4,6 +4,7 @@ line, exit code 2 and no traceback."""
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from reconciler.cli import app
-from reconciler.fixtures import KNOWN_TYPES
+from reconciler.fixtures import KNOWN_TYPES, AttemptLine, IntentLine, ProbeLine, parse_line
 from reconciler.replay import ReplayReport, replay, replay_file
 
 FIXTURES = Path(__file__).parent.parent / "ndjson_fixtures"
@@ -159,3 +160,28 @@ def test_no_input_escapes_as_anything_but_a_line_error(tmp_path: Path, content: 
     path = _write(tmp_path, b"\n".join([INTENT.encode(), *content]), name="fuzz.ndjson")
     report = replay([path])  # raises nothing: every problem is a FixtureError in the report
     assert all(e.path == str(path) and e.line >= 0 for e in report.errors)
+
+
+def test_dispatch_rounds_up_observation_rounds_down() -> None:
+    """Digits past the microsecond are cut: a dispatch's round it up, an observation's down."""
+    def at_of(kind: str, at: str) -> datetime:
+        line = {"type": kind, "operation_id": "op", "attempt": 1, "request_hash": "sha256:00",
+                "outcome": "timeout", "probe": "p", "authority": "weak", "provider": "p",
+                "action": "a", "effect": "read_only", "at": at}
+        event = parse_line(json.dumps(line).encode(), "f.ndjson", 1)
+        assert isinstance(event, AttemptLine | IntentLine | ProbeLine)
+        return event.at
+
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    for kind in ("attempt", "intent"):
+        assert at_of(kind, "2026-01-01T00:00:00.0000009Z") == base + timedelta(microseconds=1)
+        assert at_of(kind, "2026-01-01T00:00:00.1234560Z") == base + timedelta(
+            microseconds=123456)
+    assert at_of("probe", "2026-01-01T00:00:00.0000009Z") == base
+
+
+def test_a_dispatch_too_close_to_year_10000_to_round_up_is_a_line_error(tmp_path: Path) -> None:
+    path = tmp_path / "late.ndjson"
+    path.write_text(INTENT.replace("2026-01-01T00:00:00Z", "9999-12-31T23:59:59.9999999Z"))
+    report = replay([path])
+    assert [e.line for e in report.errors] == [1] and "rounded up" in str(report.errors[0])

@@ -59,7 +59,7 @@ def test_a_call_decided_applied_continues_with_a_result_from_the_evidence(world:
 
 
 def test_a_call_decided_not_applied_is_retried_through_the_gate(world: World) -> None:
-    tool = send()
+    tool = send(uses_key=True)
     view = decided(world, tool, awaiting(world, tool), "not_applied")
     assert view.state is S.COMPLETED and [c.attempt for c in tool.calls] == [1, 2]
     facts = world.store.facts(operation_id(view.run_id, FIRST))
@@ -76,9 +76,20 @@ def test_a_decision_does_not_overrule_the_retry_gate(world: World) -> None:
     assert view.approval.resume_token != before.approval.resume_token
 
 
+def test_a_call_without_a_key_is_not_retried_even_when_decided_not_applied(
+        world: World) -> None:
+    """No key, no retry (SPEC rule 6): the human's not_applied opens nothing; the run waits."""
+    tool = send()
+    before = awaiting(world, tool)
+    view = decided(world, tool, before, "not_applied")
+    assert view.state is S.AWAITING_APPROVAL and len(tool.calls) == 1
+    assert view.approval is not None
+    assert "intent_without_key" in view.approval.payload["findings"]
+
+
 def test_a_call_that_cannot_be_compensated_is_retried_once_a_human_approves(
         world: World) -> None:
-    tool = send(provider="bank")
+    tool = send(provider="bank", uses_key=True)
     view = awaiting(world, tool, finds="not_applied")
     assert view.approval is not None
     assert view.approval.payload["next_action"] == "await_approval"

@@ -78,3 +78,24 @@ def test_a_continue_response_without_a_pending_request_is_refused(world: World) 
     run_id = world.start(rt)
     with pytest.raises(ContinuationError, match="no pending continue request"):
         run(rt.continue_(run_id, "cont_any"))
+
+
+def test_a_deadline_inside_the_step_reserve_still_makes_one_step_per_request(
+        world: World, mono: Monotonic) -> None:
+    """deadline_s <= step_reserve_s once paused before the first step, and every continue
+    paused again with nothing done. Now each request makes one step, then pauses."""
+    tool = lookup()
+    rt = world.runtime([call(tool_use("lookup", {"n": 1})), say("done")], [tool.tool])
+    run_id = world.start(rt, step_reserve_s=2.0)
+    advanced = run(rt.advance(run_id, deadline=mono.now + 1))
+    progress = [len(world.journal.events(run_id))]
+    for _ in range(5):
+        if advanced.continue_request is None:
+            break
+        advanced = run(rt.continue_(run_id, advanced.continue_request.id,
+                                    deadline=mono.now + 0.5))
+        progress.append(len(world.journal.events(run_id)))
+    assert (advanced.view.state, advanced.view.output) == (S.COMPLETED, "done")
+    assert len(tool.calls) == 1
+    # Three steps (model, tool, model), one per request: two pauses, each request moved on.
+    assert len(progress) == 3 and progress == sorted(set(progress))

@@ -157,7 +157,7 @@ def test_a_write_the_provider_shows_applied_gets_its_result_from_the_evidence(
 @pytest.mark.parametrize("make", WRITES)
 def test_a_write_the_provider_shows_not_applied_is_retried_through_the_gate(
         world: World, make: Make) -> None:
-    tool = make()
+    tool = make(uses_key=True)  # a retry "with the same key" needs one (SPEC rule 6)
     run_id = crashed(world, tool, "delivered")
     world.reconcile.finds = "not_applied"
     view = take_over(world, tool, run_id)

@@ -46,11 +46,11 @@ SPEC = {"type": "object"}
 class Send:
     """A non_idempotent tool whose first `timeouts` dispatches get no answer."""
 
-    def __init__(self, timeouts: int = 1) -> None:
+    def __init__(self, timeouts: int = 1, uses_key: bool | None = None) -> None:
         self.timeouts = timeouts
         self.attempts: list[int] = []
         self.tool = Tool(ToolSpec("send", "send a message", SPEC), Effect.NON_IDEMPOTENT,
-                         self, provider="chat")
+                         self, provider="chat", uses_key=uses_key)
 
     async def __call__(self, tool_call: ToolCall) -> ToolOutput:
         self.attempts.append(tool_call.attempt)
@@ -164,7 +164,7 @@ def test_approving_as_applied_takes_the_result_from_the_evidence(tmp_path: Path)
 
 
 def test_approving_as_not_applied_sends_again_once(tmp_path: Path) -> None:
-    send = Send()
+    send = Send(uses_key=True)  # a retry "with the same key" needs one (SPEC rule 6)
     with sidecar(tmp_path, SEND_THEN_DONE, [send.tool]) as http:
         token = awaiting_approval(http, send)["approval"]["resume_token"]
         run = ok(http.post("/v1/runs/r1/approve", json={
@@ -219,7 +219,8 @@ def test_cancel_stops_the_call_in_flight_and_resume_finishes_the_run(tmp_path: P
 
 
 def test_a_paused_run_is_cancelled_at_once(tmp_path: Path) -> None:
-    with sidecar(tmp_path, [say("done")]) as http:
+    with sidecar(tmp_path, [call(tool_use("lookup", {"q": 1})), say("done")],
+                 [lookup_tool()]) as http:
         paused = ok(http.post("/v1/runs", json={
             "input": "x", "run_id": "r1", "deadline_s": 1, "config": {"step_reserve_s": 5}}), 201)
         run = ok(http.post("/v1/runs/r1/cancel", json={}))
@@ -239,6 +240,8 @@ def test_resume_with_a_larger_budget_finishes_a_failed_run(tmp_path: Path) -> No
 
 
 def test_a_run_past_its_deadline_pauses_and_continues_once_per_request(tmp_path: Path) -> None:
+    """deadline_s below step_reserve_s: the request makes its one step (the model asks for the
+    lookup), then pauses; the continue finishes the run."""
     with sidecar(tmp_path, [call(tool_use("lookup", {"q": 1})), say("done")],
                  [lookup_tool()]) as http:
         paused = ok(http.post("/v1/runs", json={
@@ -250,7 +253,7 @@ def test_a_run_past_its_deadline_pauses_and_continues_once_per_request(tmp_path:
                                json={**answer, "continue_request_id": "cont_other"})
         done = ok(http.post("/v1/runs/r1/continue", json=answer))
         replayed = http.post("/v1/runs/r1/continue", json=answer)
-    assert paused["state"] == "running"
+    assert paused["state"] == "awaiting_tool"
     assert request == {"type": "task_continue_request", "id": request["id"], "run_id": "r1",
                        "tool_steps": 0}
     assert_problem(mismatched, 409, "continuation-mismatch")

@@ -10,6 +10,7 @@ from reconciler.domain import (
     Effect,
     Evidence,
     Match,
+    Observation,
     Outcome,
     ProviderContract,
     Verdict,
@@ -18,10 +19,12 @@ from reconciler.verdicts import Finding, NextAction, evaluate
 
 from builders import (
     CONTRACT,
+    OP,
     OTHER_HASH,
     approval,
     attempt,
     facts,
+    intent,
     probe,
     receipt,
     resolution,
@@ -280,3 +283,97 @@ def test_resolution_before_newer_evidence_is_superseded() -> None:
 def test_resolution_not_applied_opens_a_retry() -> None:
     d = judge(attempt(1, 1), resolution(5, Verdict.VERIFIED_NOT_APPLIED))
     assert d.verdict is Verdict.VERIFIED_NOT_APPLIED and d.retry_allowed
+
+
+def test_human_resolution_stands_after_unavailable() -> None:
+    """The reproduced double charge: an older zero, the human's "applied", a read outage."""
+    d = judge(attempt(1, 1), probe(10, A), resolution(20, Verdict.VERIFIED_APPLIED),
+              probe(30, U))
+    assert d.verdict is Verdict.VERIFIED_APPLIED and not d.retry_allowed
+    assert Finding.HUMAN_RESOLUTION in d.findings
+
+
+def test_human_resolution_stands_after_weak_match() -> None:
+    d = judge(attempt(1, 1), resolution(20, Verdict.VERIFIED_NOT_APPLIED), probe(30, W, "ch_1"))
+    assert d.verdict is Verdict.VERIFIED_NOT_APPLIED and Finding.WEAK_MATCH in d.findings
+
+
+def test_human_resolution_stands_after_inconclusive_zero() -> None:
+    d = judge(attempt(1, 1), resolution(5, Verdict.VERIFIED_APPLIED), probe(10, L))
+    assert d.verdict is Verdict.VERIFIED_APPLIED
+    assert Finding.ZERO_NOT_CONCLUSIVE in d.findings
+
+
+def test_human_resolution_later_means_recorded_later() -> None:
+    # The match is stamped before the resolution but recorded after it: it supersedes.
+    superseded = judge(attempt(1, 1), resolution(50, Verdict.VERIFIED_NOT_APPLIED),
+                       probe(30, A, "ch_1"))
+    assert superseded.verdict is Verdict.VERIFIED_APPLIED
+    assert Finding.RESOLUTION_SUPERSEDED in superseded.findings
+    # Stamped after the resolution but recorded before it: the human saw it; it decides.
+    decided = judge(attempt(1, 1), probe(60, A, "ch_1"),
+                    resolution(50, Verdict.VERIFIED_NOT_APPLIED))
+    assert decided.verdict is Verdict.VERIFIED_NOT_APPLIED
+    assert Finding.HUMAN_RESOLUTION in decided.findings
+
+
+def test_human_resolution_superseded_by_later_proof() -> None:
+    not_applied = resolution(5, Verdict.VERIFIED_NOT_APPLIED)
+    by_receipt = judge(attempt(1, 1), not_applied, receipt(10))
+    assert by_receipt.verdict is Verdict.VERIFIED_APPLIED
+    by_attempt = judge(attempt(1, 1), not_applied, attempt(2, 10),
+                       effect=Effect.IDEMPOTENT_WRITE)
+    assert by_attempt.verdict is Verdict.INDETERMINATE and not by_attempt.retry_allowed
+    by_zero = judge(attempt(1, 1), resolution(5, Verdict.VERIFIED_APPLIED), probe(10, A))
+    for d in (by_receipt, by_attempt, by_zero):
+        assert Finding.RESOLUTION_SUPERSEDED in d.findings
+
+
+def test_human_applied_superseded_still_counts_against_zero() -> None:
+    applied = resolution(5, Verdict.VERIFIED_APPLIED)
+    d = judge(attempt(1, 1), applied, probe(10, A))
+    assert d.verdict is Verdict.INDETERMINATE and not d.retry_allowed
+    assert Finding.CONFLICTING_EVIDENCE in d.findings
+    claimed = judge(attempt(1, 1, Outcome.RESPONSE, status=200), applied, probe(10, A))
+    assert claimed.verdict is Verdict.INDETERMINATE
+    assert Finding.FALSE_SUCCESS not in claimed.findings
+
+
+def test_no_key_no_retry() -> None:
+    keyless = replace(facts(attempt(1, 1, key=None), probe(10, A),
+                            effect=Effect.IDEMPOTENT_WRITE), intent=intent(key=None))
+    d = evaluate(keyless, CONTRACT, t(100))
+    assert d.verdict is Verdict.VERIFIED_NOT_APPLIED and not d.retry_allowed
+    assert Finding.INTENT_WITHOUT_KEY in d.findings and d.next_action == NextAction.ESCALATE
+
+
+def test_max_attempts_counts_highest_attempt_number() -> None:
+    gap = judge(attempt(1, 1), attempt(3, 5), probe(10, A), effect=Effect.IDEMPOTENT_WRITE)
+    assert not gap.retry_allowed and Finding.RETRY_BUDGET_EXHAUSTED in gap.findings
+    over = judge(attempt(1, 1), attempt(5, 5), effect=Effect.IDEMPOTENT_WRITE)
+    assert over.verdict is Verdict.UNSAFE_RETRY and Finding.ATTEMPTS_OVER_BUDGET in over.findings
+
+
+def test_retention_window_counts_from_earliest_dispatch() -> None:
+    # Attempt 2 stamped before attempt 1 (a clock behind): the window opened at attempt 2.
+    sent = (attempt(1, 600), attempt(2, 10), probe(700, A))
+    assert judge(*sent, effect=Effect.IDEMPOTENT_WRITE, now=3610).retry_allowed
+    closed = judge(*sent, effect=Effect.IDEMPOTENT_WRITE, now=3611)
+    assert not closed.retry_allowed and Finding.RETENTION_WINDOW_CLOSED in closed.findings
+
+
+def test_attempt_stamped_before_intent_counts_at_intent_time() -> None:
+    late_intent = replace(intent(), at=t(10))
+    early = replace(facts(attempt(1, 0), probe(5, A)), intent=late_intent)
+    assert evaluate(early, CONTRACT, t(100)).verdict is Verdict.INDETERMINATE
+    after = replace(facts(attempt(1, 0), probe(11, A)), intent=late_intent)
+    assert evaluate(after, CONTRACT, t(100)).verdict is Verdict.VERIFIED_NOT_APPLIED
+
+
+def test_errored_observation_counts_as_unavailable() -> None:
+    errored_zero = Observation(OP, t(10), "probe", A, (), "HTTP 500")
+    zero = judge(attempt(1, 1), errored_zero)
+    assert zero.verdict is Verdict.INDETERMINATE and not zero.retry_allowed
+    assert Finding.PROBE_UNAVAILABLE in zero.findings
+    errored_match = Observation(OP, t(10), "probe", A, (Match("ch_1"),), "HTTP 500")
+    assert judge(attempt(1, 1), errored_match).verdict is Verdict.INDETERMINATE

@@ -7,6 +7,13 @@
 Between steps only: a step already under way when the deadline passes runs to its end (a model
 call or tool call cannot be paused halfway), so the answer can come after the deadline by up to
 one step. Size `step_reserve_s` to the slowest step.
+
+Every request makes at least one step of progress before it may pause, however short its
+deadline: a `deadline_s` at or below `step_reserve_s` would otherwise pause before the first
+step, and every continue would pause again with nothing done. Such a deadline means "one step
+per request", and the answer then comes after the deadline by that one step:
+
+    deadline_s <= step_reserve_s:  request ─ step ─┤ pause   continue ─ step ─┤ pause   …
 """
 
 from __future__ import annotations
@@ -33,9 +40,10 @@ def new_request_id() -> str:
     return f"cont_{uuid.uuid4().hex}"
 
 
-def out_of_time(deadline: float | None, reserve_s: float) -> bool:
-    """True when fewer than `reserve_s` seconds are left before `deadline` (time.monotonic)."""
-    return deadline is not None and deadline - time.monotonic() < reserve_s
+def out_of_time(deadline: float | None, reserve_s: float, steps_done: int) -> bool:
+    """True when the request should pause before its next step: it made a step already, and
+    fewer than `reserve_s` seconds are left before `deadline` (time.monotonic)."""
+    return steps_done > 0 and deadline is not None and deadline - time.monotonic() < reserve_s
 
 
 def check_response(view: RunView, continue_request_id: str) -> None:

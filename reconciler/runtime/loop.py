@@ -217,11 +217,13 @@ class AgentRuntime:
             return Advance(view)
         if view.continue_request is not None:
             return Advance(view, ContinueRequest(view.continue_request, run_id, view.tool_steps))
+        steps = 0  # this request's model and tool calls: the first is made whatever the time
         while True:
             view = self._request_calls(view)
             for call in view.pending_calls():
-                if out_of_time(deadline, config.step_reserve_s):
+                if out_of_time(deadline, config.step_reserve_s, steps):
                     return self._pause(view)
+                steps += 1
                 try:
                     view = await self._settle(view, call, config, signal)
                 except Cancelled as cancelled:
@@ -240,10 +242,11 @@ class AgentRuntime:
             stop = budget_stop(config, view.turn_usage)
             if stop is not None:
                 return Advance(self._fail(view, "budget_exceeded", "before_turn", stop))
-            if out_of_time(deadline, config.step_reserve_s):
+            if out_of_time(deadline, config.step_reserve_s, steps):
                 return self._pause(view)
             if answered or view.turn == 0:
                 view = self._append(view, EventKind.TURN, {"turn": view.turn + 1})
+            steps += 1
             try:
                 view = await self._ask_model(view, config, signal)
             except Cancelled as cancelled:

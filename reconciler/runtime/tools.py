@@ -7,12 +7,13 @@ any receipt, so the reconciler's attempt record is what the caller really saw.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from reconciler.domain import Effect, Match, Outcome
-from reconciler.hashing import derive_idempotency_key, request_hash
+from reconciler.hashing import canonical_json, derive_idempotency_key, request_hash
 from reconciler.runs.messages import ToolSpec
 
 
@@ -82,9 +83,31 @@ class Tool:
         return request_hash(self.request(call) if self.request else dict(call.input))
 
 
+#: Inside each part of a derived operation id, "=" escapes itself and the two separators.
+_ESCAPE = str.maketrans({"=": "==", ":": "=c", "/": "=s"})
+#: The longest operation id the store keeps (intents.operation_id).
+OPERATION_ID_MAX = 200
+
+
 def operation_id(run_id: str, tool_call_id: str) -> str:
-    """The reconciler's operation id of a tool call: stable across restarts of the run."""
-    return f"{run_id}:{tool_call_id}"
+    """The reconciler's operation id of a tool call, unambiguous (SPEC section 2).
+
+    `<run id>/<tool call id>`, each part escaped ("=" -> "==", ":" -> "=c", "/" -> "=s"), so the
+    one bare "/" splits the pair and two pairs never share an id: run "r:1" call "c" is
+    `r=c1/c`, run "r" call "1:c" is `r/1=cc`. Past OPERATION_ID_MAX characters it is
+    `h=<sha256 of the pair as a canonical JSON array>` (no "/": never a readable id).
+
+    Ids were once `<run id>:<tool call id>`, which collided. No derived id contains ":", which
+    every old one does, so the two forms never meet in a store. The id is derived once, when
+    the model requests the call, and kept in the run's journal (`tool_requested`); every later
+    step, after a crash or a continue too, reads it from there. A call requested before the
+    change therefore keeps its old id and its recorded intent, attempts and evidence: no
+    migration is needed, and old ids are never derived again.
+    """
+    readable = f"{run_id.translate(_ESCAPE)}/{tool_call_id.translate(_ESCAPE)}"
+    if len(readable) <= OPERATION_ID_MAX:
+        return readable
+    return "h=" + hashlib.sha256(canonical_json([run_id, tool_call_id])).hexdigest()
 
 
 def call_key(run_id: str, tool_call_id: str) -> str:
