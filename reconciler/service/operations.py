@@ -127,7 +127,9 @@ def record_intent(body: IntentIn, rt: Rt, response: Response) -> OperationOut:
         INTENTS.labels(result="conflict").inc()
         raise
     INTENTS.labels(result="created" if recorded.created else "repeat").inc()
-    if not recorded.created:
+    if recorded.created:
+        rt.providers.note_intent(intent.provider)
+    else:
         response.status_code = 200
     return rt.answer(recorded.judgement)
 
