@@ -85,8 +85,8 @@ def test_a_delivery_to_another_providers_path_is_not_recorded(
     assert receipts(sidecar, "op-1") == []
 
 
-def test_a_secret_that_is_not_whsec_base64_gets_503(
+def test_a_secret_that_is_not_whsec_base64_gets_404(
         sidecar: Sidecar, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RECONCILER_WEBHOOK_SECRET_STANDARD_PAY", "whsec_***")
     body = encoded(event("standard_payment_succeeded"))
-    assert_problem(deliver(sidecar, PATH, body, signed(body)), 503, "webhook-not-configured")
+    assert_problem(deliver(sidecar, PATH, body, signed(body)), 404, "webhook-not-configured")

@@ -115,11 +115,11 @@ def test_an_event_for_another_providers_or_an_unknown_operation_is_not_recorded(
     assert traces(sidecar.store) == (1, 0)
 
 
-def test_without_a_configured_secret_deliveries_get_503(
+def test_without_a_configured_secret_deliveries_get_404(
         sidecar: Sidecar, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RECONCILER_WEBHOOK_SECRET_STRIPE")
     body = encoded(event("stripe_payment_intent_succeeded"))
-    problem = assert_problem(deliver(sidecar, PATH, body, signed(body)), 503,
+    problem = assert_problem(deliver(sidecar, PATH, body, signed(body)), 404,
                              "webhook-not-configured")
     assert "RECONCILER_WEBHOOK_SECRET_STRIPE" in problem["detail"]
     assert traces(sidecar.store) == (0, 0)

@@ -39,7 +39,7 @@ def signature(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-@router.post("/github", response_model=WebhookAck, responses=problem_responses(400, 401, 503))
+@router.post("/github", response_model=WebhookAck, responses=problem_responses(400, 401, 404))
 def github_webhook(body: RawBody, request: Request, rt: Rt) -> WebhookAck:
     """A GitHub delivery (the webhook's secret in RECONCILER_WEBHOOK_SECRET_GITHUB; content
     type application/json)."""

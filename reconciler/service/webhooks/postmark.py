@@ -46,7 +46,7 @@ ALLOWED_IPS_ENV = "RECONCILER_WEBHOOK_POSTMARK_ALLOWED_IPS"
 SENT_RECORDS = frozenset({"Delivery", "Bounce", "SpamComplaint", "Open", "Click"})
 
 
-@router.post("/postmark", response_model=WebhookAck, responses=problem_responses(400, 401, 503))
+@router.post("/postmark", response_model=WebhookAck, responses=problem_responses(400, 401, 404))
 def postmark_webhook(body: RawBody, request: Request, rt: Rt) -> WebhookAck:
     """A Postmark webhook (Basic credentials `user:password` in
     RECONCILER_WEBHOOK_SECRET_POSTMARK)."""

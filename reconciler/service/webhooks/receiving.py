@@ -39,7 +39,7 @@ SECRET_ENV_PREFIX = "RECONCILER_WEBHOOK_SECRET_"
 MAX_DELIVERY_ID = 255
 
 REJECTED = Kind("webhook-rejected", 401, "Webhook signature, timestamp or delivery refused")
-NOT_CONFIGURED = Kind("webhook-not-configured", 503, "No webhook secret is configured for "
+NOT_CONFIGURED = Kind("webhook-not-configured", 404, "No webhook secret is configured for "
                                                      "this provider")
 
 
@@ -49,8 +49,9 @@ def secret_env(provider: str) -> str:
 
 
 def webhook_secret(provider: str) -> str:
-    """The provider's secret, read on every delivery so a rotated one applies at once. Missing,
-    it is a 503: the provider retries, and the deliveries arrive once it is set."""
+    """The provider's secret, read on every delivery so a rotated one applies at once. Without
+    one the route is not set up: 404 (the provider retries, and the deliveries arrive once it
+    is set)."""
     name = secret_env(provider)
     value = os.environ.get(name, "").strip()
     if not value:

@@ -38,7 +38,7 @@ _CHALLENGE: dict[int | str, dict[str, Any]] = {
 
 
 @router.post("/slack", response_model=WebhookAck,
-             responses={**problem_responses(400, 401, 503), **_CHALLENGE})
+             responses={**problem_responses(400, 401, 404), **_CHALLENGE})
 def slack_webhook(body: RawBody, request: Request, rt: Rt) -> Any:
     """A Slack Events API delivery (the app's signing secret in
     RECONCILER_WEBHOOK_SECRET_SLACK)."""

@@ -41,7 +41,7 @@ Provider = Annotated[str, Path(min_length=1, max_length=100, pattern=r"^[A-Za-z0
 
 
 @router.post("/standard/{provider}", response_model=WebhookAck,
-             responses=problem_responses(400, 401, 503))
+             responses=problem_responses(400, 401, 404))
 def standard_webhook(provider: Provider, body: RawBody, request: Request,
                      rt: Rt) -> WebhookAck:
     """A Standard Webhooks delivery from `provider`."""

@@ -34,7 +34,7 @@ RECEIPT_EVENTS = frozenset({"payment_intent.succeeded", "charge.succeeded", "cha
                             "invoice.paid"})
 
 
-@router.post("/stripe", response_model=WebhookAck, responses=problem_responses(400, 401, 503))
+@router.post("/stripe", response_model=WebhookAck, responses=problem_responses(400, 401, 404))
 def stripe_webhook(body: RawBody, request: Request, rt: Rt) -> WebhookAck:
     """A Stripe event (an endpoint's `whsec_` secret in RECONCILER_WEBHOOK_SECRET_STRIPE)."""
     secret = webhook_secret("stripe")
