@@ -135,7 +135,7 @@ def accept(rt: Runtime, provider: str, delivery_id: str, keep_for: timedelta | N
             detail = f"no operation {event.operation_id!r} of provider {provider!r}"
     delivery = Delivery(scheme or provider, delivery_id, rt.ledger.clock(), keep_for)
     if not accept_delivery(rt.store, delivery, receipt):
-        raise rejected(provider, f"delivery {delivery_id!r} was accepted before (a replay)")
+        raise rejected(provider, "this delivery id was accepted before (a replay)")
     if receipt is not None:
         rt.ledger.judge(receipt.operation_id)
     return WebhookAck(delivery_id=delivery_id, operation_id=operation_id,
