@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 
-# The provider modules add their routes to `router` as they are imported, before the catch-all.
 from reconciler.service.problems import Kind, ProblemError, problem_responses
+
+# The provider modules add their routes to `router` as they are imported, before the catch-all.
 from reconciler.service.webhooks import github, postmark, slack, standard, stripe  # noqa: F401
 from reconciler.service.webhooks.routes import router
 
@@ -20,6 +21,7 @@ _SIGNED = re.compile(rf"/v1/webhooks/(?:{'|'.join(ROUTES)}|standard/[^/]+)")
 __all__ = ["is_signed_path", "router"]
 
 GONE = Kind("webhook-route-gone", 410, "Unsigned webhook route removed")
+
 
 def is_signed_path(path: str) -> bool:
     """True for the webhook routes, which authenticate by the provider's signature."""
