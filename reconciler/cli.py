@@ -167,6 +167,64 @@ def chaos_command(
         raise typer.Exit(EXIT_FAILED)
 
 
+@app.command("check-config")
+def check_config_command(
+    file: Annotated[Path, typer.Argument(help="The TOML file `serve --config` would read.")],
+    live: Annotated[bool, typer.Option(
+        "--live", help="Also run each probe of --operation-id's provider once against its "
+                       "recorded intent, and show what it read. Records nothing.")] = False,
+    operation_id: Annotated[str | None, typer.Option(
+        help="The recorded operation --live probes for.")] = None,
+    db: Annotated[str | None, typer.Option(
+        help="SQLAlchemy URL of the store holding --operation-id [env RECONCILER_DB]. Read "
+             "only: never migrated, a missing SQLite file is not created.",
+        envvar="RECONCILER_DB")] = None,
+) -> None:
+    """Check a configuration file: every provider and probe is built as `serve` would build
+    it, and each mistake is listed with its file and line (unknown probe names, bad options,
+    unset credential variables, a [service] table `serve` would refuse). A provider without
+    probes is a warning. Exit 0: valid (warnings allowed); 1: errors (or, with --live, a
+    probe that could not read); 2: the check could not run (file unreadable, store or
+    operation missing)."""
+    from reconciler.configcheck import (
+        EXIT_CANNOT_CHECK,
+        EXIT_ERRORS,
+        CannotCheckError,
+        check_config,
+        live_check,
+        open_for_reading,
+    )
+
+    if live and not (operation_id and db):
+        typer.echo("--live needs --operation-id and --db (or RECONCILER_DB)", err=True)
+        raise typer.Exit(EXIT_CANNOT_CHECK)
+    try:
+        report = check_config(file)
+        for problem in report.problems:
+            typer.echo(str(problem))
+        typer.echo(report.summary())
+        if not live or report.errors:
+            raise typer.Exit(EXIT_ERRORS if report.errors else 0)
+        assert operation_id is not None and db is not None
+        store = open_for_reading(db)
+        try:
+            readings = live_check(report, store, operation_id)
+        finally:
+            store.engine.dispose()
+    except CannotCheckError as exc:
+        typer.echo(f"cannot check: {exc}", err=True)
+        raise typer.Exit(EXIT_CANNOT_CHECK) from None
+    rows = [["probe", "authority", "matches", "error"]] + [
+        [r.probe, r.authority, ", ".join(
+            ref + (f" ({h})" if h else "") for ref, h in zip(r.refs, r.hashes, strict=True))
+         or "-", r.error or "-"] for r in readings]
+    typer.echo(_table(rows))
+    if not readings:
+        typer.echo(f"operation {operation_id!r}: its provider has no probe to run")
+    if any(r.authority in ("unavailable", "raised") for r in readings):
+        raise typer.Exit(EXIT_ERRORS)
+
+
 @app.command("run-key")
 def run_key_command() -> None:
     """Print a new key for RECONCILER_RUN_KEY. Agent runs keep their conversation sealed in

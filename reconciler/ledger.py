@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 
-from reconciler.domain import Attempt, Decision, Evidence, Facts, Intent, ProviderContract
+from reconciler.domain import Attempt, Decision, Evidence, Facts, Intent, ProviderContract, Receipt
 from reconciler.errors import AttemptConflictError, FactTimeError, UnknownOperationError
-from reconciler.ports import FIRST_DECISION, Leases, Round, Scheduled, Store
+from reconciler.ports import FIRST_DECISION, Delivery, Leases, Round, Scheduled, Store
 from reconciler.schedule import SweepPolicy, due_after, next_round
 from reconciler.verdicts import evaluate
 
@@ -31,6 +32,17 @@ MAX_CLOCK_SKEW = timedelta(seconds=1)
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class Delivered(StrEnum):
+    """What became of a provider's callback."""
+
+    #: Its id was accepted before: nothing recorded (the route answers 401).
+    REPLAY = "replay"
+    #: Accepted, and its receipt recorded.
+    RECORDED = "recorded"
+    #: Accepted, but it names none of the provider's operations: no evidence.
+    IGNORED = "ignored"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,14 +123,27 @@ class Ledger:
         self.store.record_evidence(evidence)
         return self.judge(evidence.operation_id)
 
-    def record_provider_evidence(self, provider: str, evidence: Evidence) -> Judgement:
-        """Evidence a provider vouches for (a webhook): only about that provider's own
-        operations. Another's is no evidence: UnknownOperationError, nothing recorded."""
-        if self.store.facts(evidence.operation_id).intent.provider != provider:
-            raise UnknownOperationError(
-                f"no operation {evidence.operation_id!r} of provider {provider!r}",
-                operation_id=evidence.operation_id)
-        return self.record_evidence(evidence)
+    def _owned_by(self, provider: str, operation_id: str) -> bool:
+        """A provider vouches only for its own operations."""
+        try:
+            return self.store.facts(operation_id).intent.provider == provider
+        except UnknownOperationError:
+            return False
+
+    def record_delivery(self, provider: str, delivery: Delivery,
+                        receipt: Receipt | None) -> Delivered:
+        """A provider's signed callback (webhook), accepted once: a replay records nothing.
+        Its receipt is recorded with it only when it is about one of that provider's own
+        operations; another's, or an unknown one's, is no evidence (the delivery is still
+        accepted, so that the provider stops sending it)."""
+        if receipt is not None and not self._owned_by(provider, receipt.operation_id):
+            receipt = None
+        if not self.store.record_delivery(delivery, receipt):
+            return Delivered.REPLAY
+        if receipt is None:
+            return Delivered.IGNORED
+        self.judge(receipt.operation_id)
+        return Delivered.RECORDED
 
     def judge(self, operation_id: str, now: datetime | None = None) -> Judgement:
         """Decide the verdict from everything recorded, and cache it in the store."""

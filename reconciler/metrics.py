@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+UNKNOWN_PROVIDER_INTENTS = Counter(
+    "reconciler_unknown_provider_intents_total",
+    "Intents recorded for a provider the configuration does not know (never probed).")
 INTENTS = Counter("reconciler_intents_recorded_total",
                   "Intents recorded, by result (created, repeat, conflict).", ["result"])
 ATTEMPTS = Counter("reconciler_attempts_total", "Attempts recorded, by transport outcome.",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from reconciler.domain import (
@@ -79,6 +79,18 @@ class Conclusion:
 
 
 @dataclass(frozen=True, slots=True)
+class Delivery:
+    """One signed provider callback (webhook) as its provider identifies it. `scheme` names
+    whose ids these are; `keep_for`: how long the id must be kept to refuse its replay, None
+    for schemes without a signed timestamp, whose ids are kept for good."""
+
+    scheme: str
+    delivery_id: str
+    received_at: datetime
+    keep_for: timedelta | None
+
+
+@dataclass(frozen=True, slots=True)
 class OperationSummary:
     """One line of the operations list."""
 
@@ -136,6 +148,17 @@ class Store(Protocol):
                         limit: int = 50) -> list[OperationSummary]:
         """Operations in id order, `limit` at a time, starting after the `after` cursor; only
         those of one agent run with `run_id`."""
+        ...
+
+    def providers(self, *, verdict: str | None = None) -> set[str]:
+        """The provider names of stored operations (of those whose cached verdict is
+        `verdict`)."""
+        ...
+
+    def record_delivery(self, delivery: Delivery, evidence: Evidence | None) -> bool:
+        """Accept a delivery id once, and record its evidence (if any) in the same
+        transaction: False, with nothing written, when the id was accepted before (a replay).
+        Ids older than their `keep_for` are forgotten: their signed times cannot come back."""
         ...
 
     def ready(self) -> None:

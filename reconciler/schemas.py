@@ -121,20 +121,14 @@ class RetryIn(_In):
     holder: Ident | None = Field(None, description="who would retry; default: a fresh id")
 
 
-class WebhookIn(BaseModel):
-    """A provider's callback about one operation. Other fields of the provider's payload are
-    ignored, never stored: a callback may carry message contents."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    operation_id: Ident
-    provider_ref: Key
-    request_hash: Hash | None = None
-
-
 class WebhookAck(BaseModel):
-    operation_id: str
-    accepted: bool
+    """What a provider is told: its delivery was accepted, and whether it became a receipt.
+    It learns nothing of the verdict."""
+
+    delivery_id: str
+    operation_id: str | None = None
+    recorded: bool
+    detail: str
 
 
 class MatchOut(BaseModel):

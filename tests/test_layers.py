@@ -22,7 +22,7 @@ LAYERS: list[set[str]] = [
     {"gate", "sweep"},                                          # built on the ledger
     {"runtime", "client", "replay", "sandbox"},                 # drivers of the above
     {"service", "demo", "testing"},                             # what a user runs or imports
-    {"chaos"},                                                  # the demo's agents, killed
+    {"chaos", "configcheck"},                                   # built on the service and demo
     {"cli"},                                                    # the command line
     {"__main__", "__init__"},                                   # entry points
 ]

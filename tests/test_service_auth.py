@@ -7,16 +7,21 @@ on an ephemeral loopback port.
 
 from __future__ import annotations
 
+import json
 import uuid
+from datetime import UTC, datetime
 
 import httpx
 import pytest
 from pydantic import SecretStr
 from sqlalchemy import MetaData, select
+from standardwebhooks.webhooks import Webhook
 
 from reconciler.hashing import request_hash
 
 from sidecar_client import TOKEN, Sidecar, ZeroProbe, assert_problem, running_sidecar
+
+WEBHOOK_SECRET = "whsec_" + "c2VjcmV0LWZvci10ZXN0cy1vbmx5"
 
 # Input must never reach the catch-all 500 (the fixture is in conftest.py).
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
@@ -37,7 +42,8 @@ def test_token_is_required_when_configured(store_url: str) -> None:
         assert sidecar.get("/v1/operations") == {"items": [], "next_cursor": None}
 
 
-def test_store_holds_no_secrets_after_a_run(sidecar: Sidecar) -> None:
+def test_store_holds_no_secrets_after_a_run(sidecar: Sidecar,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk_live_" + uuid.uuid4().hex
     arguments = {"to": "alice@example.com", "text": "your code is 4711", "api_key": secret}
     hash_ = request_hash(arguments)
@@ -48,9 +54,18 @@ def test_store_holds_no_secrets_after_a_run(sidecar: Sidecar) -> None:
         "outcome": "timeout"}))
     responses.append(sidecar.post("/v1/operations/op-1/reconcile", None, 200))
     responses.append(sidecar.retry("op-1", hash_=hash_).json())
-    responses.append(sidecar.post("/v1/webhooks/pay", {
-        "operation_id": "op-1", "provider_ref": "ch_1", "request_hash": hash_,
-        "text": arguments["text"], "api_key": secret}, 202))
+    # A provider's delivery carries contents too; only its id and the receipt are kept.
+    monkeypatch.setenv("RECONCILER_WEBHOOK_SECRET_STANDARD_PAY", WEBHOOK_SECRET)
+    body = json.dumps({"type": "message.sent", "data": {
+        "id": "msg_1", "text": arguments["text"], "api_key": secret,
+        "metadata": {"operation_id": "op-1", "request_hash": hash_}}}).encode()
+    at = datetime.now(UTC)
+    responses.append(httpx.post(sidecar.url + "/v1/webhooks/standard/pay", content=body, headers={
+        "Content-Type": "application/json", "webhook-id": "msg_delivery_1",
+        "webhook-timestamp": str(int(at.timestamp())),
+        "webhook-signature": Webhook(WEBHOOK_SECRET).sign("msg_delivery_1", at, body.decode()),
+    }).json())
+    assert responses[-1]["recorded"] is True
     responses.append(sidecar.get("/v1/operations/op-1"))
     assert secret not in repr(responses) and arguments["text"] not in repr(responses)
     metadata = MetaData()

@@ -1,5 +1,5 @@
 """The sidecar's records over real HTTP, on SQLite and on PostgreSQL: intents, attempts,
-evidence, resolutions and webhooks, the verdict read back, and the operation list.
+evidence and resolutions, the verdict read back, and the operation list.
 
 Each test gets a fresh store (a new SQLite file, or a new PostgreSQL schema) and its own server
 on an ephemeral loopback port.
@@ -106,27 +106,11 @@ def test_resolution_decides_the_verdict(sidecar: Sidecar) -> None:
         "resolution", "human")
 
 
-def test_webhook_is_recorded_as_a_receipt(sidecar: Sidecar) -> None:
-    sidecar.intent("op-1")
-    sidecar.attempt("op-1")
-    ack = sidecar.post("/v1/webhooks/pay", {"operation_id": "op-1", "provider_ref": "ch_1",
-                                            "request_hash": H, "message": "ignored"}, 202)
-    assert ack == {"operation_id": "op-1", "accepted": True}
-    out = sidecar.get("/v1/operations/op-1")
-    assert [(e["kind"], e["source"], e["provider_ref"]) for e in out["evidence"]] == [
-        ("receipt", "webhook", "ch_1")]
-    assert out["verdict"] == "verified_applied"
-    for provider, op in (("pay", "nope"), ("fragile", "op-1")):
-        response = sidecar.http.post(f"/v1/webhooks/{provider}", json={
-            "operation_id": op, "provider_ref": "ch_2"})
-        assert_problem(response, 404, "unknown-operation")
-
-
 def test_list_is_paginated_by_cursor_and_filtered(sidecar: Sidecar) -> None:
     for n in range(1, 6):
         sidecar.intent(f"op-{n}", "slow" if n == 4 else "pay")
-    sidecar.post("/v1/webhooks/pay", {"operation_id": "op-2", "provider_ref": "ch_2",
-                                      "request_hash": H}, 202)
+    sidecar.post("/v1/operations/op-2/evidence", {"kind": "receipt", "provider_ref": "ch_2",
+                                                  "request_hash": H, "source": "lookup"})
     sidecar.attempt("op-4")
     assert sidecar.post("/v1/operations/op-4/reconcile", None, 200)["escalated"] is True
     pages, after = [], None

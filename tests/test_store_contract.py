@@ -23,7 +23,7 @@ from reconciler.domain import (
 )
 from reconciler.errors import AttemptConflictError, IntentConflictError, UnknownOperationError
 from reconciler.ledger import Ledger
-from reconciler.ports import ERROR_CHARS, Leases, Round, Scheduled, Store
+from reconciler.ports import ERROR_CHARS, Delivery, Leases, Round, Scheduled, Store
 from reconciler.store.memory import MemoryStore
 from reconciler.store.schema import leases_of, open_store
 from reconciler.store.sql import SqlStore
@@ -177,6 +177,15 @@ def test_list_operations_filters_by_verdict_and_pages_by_cursor(store: Store) ->
     assert store.list_operations(escalated=True) == []
 
 
+def test_the_providers_of_stored_operations_are_listed_by_verdict(store: Store) -> None:
+    ledger = Ledger(store)
+    ledger.record_intent(intent())
+    ledger.record_intent(replace(intent(), operation_id="op-2", provider="mail"))
+    assert store.providers() == {"pay", "mail"}
+    assert store.providers(verdict="indeterminate") == {"pay", "mail"}
+    assert store.providers(verdict="verified_applied") == set()
+
+
 def test_a_store_answers_ready(store: Store) -> None:
     store.ready()
 
@@ -312,3 +321,36 @@ def test_the_memory_twin_and_a_database_agree_on_a_whole_replay(tmp_path: Path) 
             store.engine.dispose()
     assert verdicts[0] == verdicts[1]
     assert verdicts[0].verdict is Verdict.VERIFIED_NOT_APPLIED
+
+
+# -- webhook deliveries ---------------------------------------------------------------------
+
+WINDOW = timedelta(minutes=11)
+
+
+def test_a_delivery_id_is_accepted_once(store: Store) -> None:
+    delivery = Delivery("stripe", "evt_1", t(0), WINDOW)
+    assert store.record_delivery(delivery, None) is True
+    assert store.record_delivery(delivery, None) is False
+    assert store.record_delivery(Delivery("github", "evt_1", t(0), None), None) is True
+
+
+def test_a_delivery_is_kept_with_its_receipt_or_not_at_all(store: Store) -> None:
+    store.record_intent(intent())
+    with pytest.raises(UnknownOperationError):
+        store.record_delivery(Delivery("stripe", "evt_1", t(0), WINDOW),
+                              replace(receipt(0), operation_id="no-such-op"))
+    assert store.record_delivery(Delivery("stripe", "evt_1", t(0), WINDOW), receipt(0)) is True
+    assert list(store.facts(OP).evidence) == [receipt(0)]
+
+
+def test_timestamped_delivery_ids_age_out_after_their_window_and_unsigned_ones_stay(
+        store: Store) -> None:
+    old, now = t(0), t(0) + WINDOW + timedelta(seconds=1)
+    store.record_delivery(Delivery("stripe", "evt_old", old, WINDOW), None)
+    store.record_delivery(Delivery("github", "guid-old", old, None), None)
+    store.record_delivery(Delivery("stripe", "evt_recent", now - WINDOW / 2, WINDOW), None)
+    store.record_delivery(Delivery("stripe", "evt_new", now, WINDOW), None)
+    assert store.record_delivery(Delivery("stripe", "evt_old", now, WINDOW), None) is True
+    assert store.record_delivery(Delivery("github", "guid-old", now, None), None) is False
+    assert store.record_delivery(Delivery("stripe", "evt_recent", now, WINDOW), None) is False

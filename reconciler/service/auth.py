@@ -1,4 +1,5 @@
-"""Bearer-token authentication for every route but the liveness probe.
+"""Bearer-token authentication for every route but the liveness probe and the provider
+webhooks (which check the provider's signature instead).
 
 A middleware rather than a route dependency, so that unknown routes, the OpenAPI document and
 anything added later are covered too: nothing is reachable by forgetting a dependency.
@@ -13,9 +14,15 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reconciler.service.problems import UNAUTHORIZED, problem_response
+from reconciler.service.webhooks import is_signed_path
 
 #: Orchestrators probe liveness without credentials; it reveals nothing but "the process serves".
 OPEN_PATHS = frozenset({"/healthz"})
+
+
+def is_open(path: str) -> bool:
+    """Reachable without the bearer token."""
+    return path in OPEN_PATHS or is_signed_path(path)
 
 
 class BearerAuth:
@@ -24,7 +31,7 @@ class BearerAuth:
         self.expected = token.get_secret_value().encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http" or is_open(scope["path"]):
             await self.app(scope, receive, send)
             return
         header = Headers(scope=scope).get("authorization", "")

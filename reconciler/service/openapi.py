@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from reconciler.service.auth import OPEN_PATHS
+from reconciler.service.auth import is_open
 from reconciler.service.problems import PROBLEM_JSON
 
 
@@ -43,5 +43,5 @@ def _bearer_security(schema: dict[str, Any]) -> None:
     schema.setdefault("components", {}).setdefault("securitySchemes", {})["bearer"] = {
         "type": "http", "scheme": "bearer"}
     for path, operation in _operations(schema):
-        if path not in OPEN_PATHS:
+        if not is_open(path):
             operation["security"] = [{"bearer": []}]

@@ -98,7 +98,9 @@ def record_intent(body: IntentIn, wiring: Wired, response: Response) -> Operatio
         INTENTS.labels(result="conflict").inc()
         raise
     INTENTS.labels(result="created" if recorded.created else "repeat").inc()
-    if not recorded.created:
+    if recorded.created:
+        wiring.providers.note_intent(intent.provider)
+    else:
         response.status_code = 200
     return wiring.operation_out(recorded.judgement)
 

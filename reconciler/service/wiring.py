@@ -7,7 +7,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
@@ -21,6 +21,7 @@ from reconciler.ports import Leases, Store
 from reconciler.schedule import SweepPolicy
 from reconciler.schemas import OperationOut
 from reconciler.service.metering import timed_calls
+from reconciler.service.providers import ProviderNames
 from reconciler.service.settings import Settings, load_providers
 from reconciler.service.views import operation_out
 from reconciler.store.schema import leases_of, open_store
@@ -29,19 +30,22 @@ from reconciler.sweep import ProbeLookup, Sweeper, sweep_periodically
 log = logging.getLogger(__name__)
 
 
-def configured_probes(settings: Settings, store: Store) -> ProbeLookup:
+def configured_probes(settings: Settings, store: Store) -> tuple[ProbeLookup, ProviderNames]:
     """The providers of the configuration file: their contracts go to the store, their probes
-    to the sweeper. Without a file no operation has probes: verdicts come from evidence posted
-    to the service (receipts, webhooks, observations), and deadlines escalate the rest."""
+    to the sweeper, their names to the check of new intents. Without a file no operation has
+    probes: verdicts come from evidence posted to the service (receipts, webhooks,
+    observations), and deadlines escalate the rest."""
     providers = load_providers(settings.config) if settings.config else {}
     for setup in providers.values():
         store.put_contract(setup.contract)
+    names = ProviderNames(frozenset(providers) if settings.config else None)
+    names.warn_undecided(store)
 
     def probes_for(provider: str) -> Sequence[Probe]:
         setup = providers.get(provider)
         return setup.probes if setup else ()
 
-    return probes_for
+    return probes_for, names
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,7 @@ class Wiring:
     leases: Leases
     gate: RetryGate
     sweeper: Sweeper
+    providers: ProviderNames = field(default_factory=lambda: ProviderNames(None))
 
     def operation_out(self, judgement: Judgement) -> OperationOut:
         """An operation as a client gets it; every verdict handed out is counted."""
@@ -67,9 +72,12 @@ def build_wiring(settings: Settings, ledger: Ledger | None,
     policy = SweepPolicy(concurrency=settings.probe_concurrency,
                          probe_timeout_s=settings.probe_timeout_s,
                          probe_budget=settings.probe_budget)
-    sweeper = Sweeper(ledger, leases, probes_for or configured_probes(settings, store), policy)
+    names = ProviderNames(None)
+    if probes_for is None:
+        probes_for, names = configured_probes(settings, store)
+    sweeper = Sweeper(ledger, leases, probes_for, policy)
     return Wiring(settings, ledger, store, leases,
-                  RetryGate(ledger, leases, settings.retry_lease_ttl_s), sweeper)
+                  RetryGate(ledger, leases, settings.retry_lease_ttl_s), sweeper, names)
 
 
 @asynccontextmanager

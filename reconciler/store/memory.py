@@ -29,6 +29,7 @@ from reconciler.ports import (
     ERROR_CHARS,
     FIRST_DECISION,
     Conclusion,
+    Delivery,
     OperationSummary,
     Round,
     RoundRule,
@@ -75,6 +76,7 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._operations: dict[str, _Operation] = {}
         self._contracts: dict[str, ProviderContract] = {}
+        self._deliveries: dict[tuple[str, str], datetime] = {}
 
     # -- Store -------------------------------------------------------------------------------
 
@@ -151,6 +153,27 @@ class MemoryStore:
                 and (run_id is None or op.intent.run_id == run_id)
                 and (after is None or op_id > after)]
         return sorted(chosen, key=lambda s: s.operation_id)[:limit]
+
+    def providers(self, *, verdict: str | None = None) -> set[str]:
+        with self._lock:
+            return {op.intent.provider for op in self._operations.values()
+                    if verdict is None or op.state.verdict == verdict}
+
+    def record_delivery(self, delivery: Delivery, evidence: Evidence | None) -> bool:
+        with self._lock:
+            if evidence is not None:
+                self._require(evidence.operation_id)
+            if delivery.keep_for is not None:
+                horizon = delivery.received_at - delivery.keep_for
+                self._deliveries = {key: at for key, at in self._deliveries.items()
+                                    if key[0] != delivery.scheme or at >= horizon}
+            key = (delivery.scheme, delivery.delivery_id)
+            if key in self._deliveries:
+                return False
+            if evidence is not None:
+                self._require(evidence.operation_id).evidence.append(_kept(evidence))
+            self._deliveries[key] = delivery.received_at
+            return True
 
     def ready(self) -> None:
         return None

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, Insert, Table, bindparam, insert, update
+from sqlalchemy import Engine, Insert, Table, bindparam, delete, insert, update
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
@@ -28,10 +28,17 @@ from reconciler.errors import (
     StoreUnavailableError,
     UnknownOperationError,
 )
-from reconciler.ports import FIRST_DECISION, OperationSummary, Rule
+from reconciler.ports import FIRST_DECISION, Delivery, OperationSummary, Rule
 from reconciler.store import rows
 from reconciler.store.commits import GroupCommitter, Write
-from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, ProviderRow, StateRow
+from reconciler.store.tables import (
+    AttemptRow,
+    EvidenceRow,
+    IntentRow,
+    ProviderRow,
+    StateRow,
+    WebhookDeliveryRow,
+)
 
 
 def _insert(model: Any) -> Insert:
@@ -45,6 +52,7 @@ INSERT_INTENT = _insert(IntentRow)
 INSERT_STATE = _insert(StateRow)
 INSERT_ATTEMPT = _insert(AttemptRow)
 INSERT_EVIDENCE = _insert(EvidenceRow)
+INSERT_DELIVERY = _insert(WebhookDeliveryRow)
 _STATE: Table = StateRow.__table__  # type: ignore[attr-defined]
 #: A first dispatch makes an undecided operation due (`Store.record_attempt`).
 DUE_ON_DISPATCH = (update(_STATE)
@@ -222,6 +230,34 @@ class SqlStore:
             return [OperationSummary(i.operation_id, i.provider, i.action, st.verdict,
                                      st.next_action, st.escalated, st.updated_at)
                     for i, st in s.exec(query).all()]
+
+    def providers(self, *, verdict: str | None = None) -> set[str]:
+        query = select(IntentRow.provider).distinct()
+        if verdict is not None:
+            query = query.join(StateRow, col(StateRow.operation_id) == col(
+                IntentRow.operation_id)).where(StateRow.verdict == verdict)
+        with self.session() as s:
+            return set(s.exec(query).all())
+
+    def record_delivery(self, delivery: Delivery, evidence: Evidence | None) -> bool:
+        with self.session() as s:
+            if evidence is not None:
+                self._require(s, evidence.operation_id)
+            if delivery.keep_for is not None:
+                s.execute(delete(WebhookDeliveryRow).where(
+                    col(WebhookDeliveryRow.provider) == delivery.scheme,
+                    col(WebhookDeliveryRow.received_at)
+                    < delivery.received_at - delivery.keep_for))
+            try:
+                with s.begin_nested():
+                    s.execute(INSERT_DELIVERY, {"provider": delivery.scheme,
+                                                "delivery_id": delivery.delivery_id,
+                                                "received_at": delivery.received_at})
+            except IntegrityError:
+                return False
+            if evidence is not None:
+                s.execute(INSERT_EVIDENCE, rows.evidence_values(evidence))
+        return True
 
     def ready(self) -> None:
         try:

@@ -179,3 +179,15 @@ class ToolResultRow(SQLModel, table=True):
     is_error: bool
     source: str = Field(max_length=20)
     at: datetime = _at(nullable=False)
+
+
+class WebhookDeliveryRow(SQLModel, table=True):
+    """A provider delivery accepted once: its id, provider and arrival, never its body. A
+    delivery id seen again is a replay (service/webhooks)."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (Index("ix_webhook_deliveries_provider_at", "provider", "received_at"),)
+
+    provider: str = Field(primary_key=True, max_length=120)
+    delivery_id: str = Field(primary_key=True, max_length=255)
+    received_at: datetime = _at(nullable=False)

@@ -1,0 +1,252 @@
+"""`reconciler check-config`: is a configuration file one the service would run as meant?
+
+It builds every provider and probe through `probes.config.parse_config` (the parser the service
+uses), one provider and one probe at a time so that every mistake is reported, not only the
+first, each with the file and the line of its table. A provider without probes is a warning:
+its operations are decided only from evidence posted to the service, and escalate at their
+deadline. `live_check` then runs each probe of one recorded operation's provider once, and
+records nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from probes.base import ProbeTarget
+from probes.config import ProviderSetup, parse_config
+from probes.errors import ProbeConfigError
+from reconciler.domain import Observation, Receipt
+from reconciler.errors import ReconcilerError
+from reconciler.ports import Store
+from reconciler.service.settings import SettingsError, load_settings
+from reconciler.store.schema import make_engine
+from reconciler.store.sql import SqlStore
+
+#: Exit codes: 0 valid (warnings allowed), 1 errors found, 2 the check could not run.
+EXIT_OK, EXIT_ERRORS, EXIT_CANNOT_CHECK = 0, 1, 2
+
+KNOWN_TABLES = frozenset({"service", "providers"})
+
+
+class CannotCheckError(ReconcilerError):
+    """The check could not run (file unreadable, store or operation missing); nothing was
+    judged."""
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    level: Literal["error", "warning"]
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.level}: {self.message}"
+
+
+@dataclass
+class ConfigReport:
+    path: Path
+    providers: dict[str, ProviderSetup] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def errors(self) -> int:
+        return sum(p.level == "error" for p in self.problems)
+
+    @property
+    def warnings(self) -> int:
+        return sum(p.level == "warning" for p in self.problems)
+
+    def summary(self) -> str:
+        probes = sum(len(s.probes) for s in self.providers.values())
+        return (f"{self.path}: {len(self.providers)} provider(s), {probes} probe(s) built; "
+                f"{self.errors} error(s), {self.warnings} warning(s)")
+
+
+class _Lines:
+    """Where the tables of `[providers.<name>]` and its `[[...probes]]` start in the text."""
+
+    _HEADER = re.compile(r'^\s*\[(\[)?\s*providers\s*\.\s*("[^"]*"|[A-Za-z0-9_-]+)'
+                         r'\s*(\.\s*probes\s*)?\]')
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.tables: dict[tuple[str, int | None], int] = {}
+        self.service: int | None = None
+        counts: dict[str, int] = {}
+        for number, line in enumerate(text.splitlines(), start=1):
+            if re.match(r"^\s*\[\s*service\s*\]", line):
+                self.service = number
+            found = self._HEADER.match(line)
+            if not found:
+                continue
+            name = found[2].strip('"')
+            if found[1] and found[3]:
+                index = counts.get(name, 0)
+                counts[name] = index + 1
+                self.tables.setdefault((name, index), number)
+            elif not found[1]:
+                self.tables.setdefault((name, None), number)
+
+    def at(self, line: int | None) -> str:
+        return f"{self.path}:{line}" if line else str(self.path)
+
+    def of(self, provider: str, probe: int | None = None) -> str:
+        line = self.tables.get((provider, probe))
+        return self.at(line or self.tables.get((provider, None)))
+
+
+def check_config(path: Path, env: Mapping[str, str] | None = None) -> ConfigReport:
+    """Every problem of the configuration at `path`; CannotCheckError if it cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CannotCheckError(f"{path}: cannot read: {exc}") from None
+    report = ConfigReport(path)
+    lines = _Lines(path, text)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        report.problems.append(Problem("error", _toml_where(path, exc), f"not valid TOML: {exc}"))
+        return report
+    for key in sorted(set(data) - KNOWN_TABLES):
+        report.problems.append(Problem("error", str(path), f"unknown top-level key {key!r}; "
+                                       "the file holds [service] and [providers.*]"))
+    if "service" in data:
+        try:
+            load_settings({"config": path}, env)
+        except SettingsError as exc:
+            report.problems.append(Problem("error", lines.at(lines.service),
+                                           str(exc).removeprefix(f"{path}: ")))
+    providers = data.get("providers", {})
+    if not isinstance(providers, dict):
+        report.problems.append(Problem("error", str(path), "'providers' must hold tables "
+                                       "([providers.<name>])"))
+        return report
+    if not providers:
+        report.problems.append(Problem("warning", str(path), "no [providers.*] table: no "
+                                       "operation has probes or a contract"))
+    for name, table in providers.items():
+        _check_provider(report, lines, name, table, env)
+    return report
+
+
+def _check_provider(report: ConfigReport, lines: _Lines, name: str, table: Any,
+                    env: Mapping[str, str] | None) -> None:
+    source = str(report.path)
+    if not isinstance(table, dict):
+        report.problems.append(Problem("error", lines.of(name), f"providers.{name} must be a "
+                                       "table"))
+        return
+    entries = table.get("probes", [])
+    parts_ok = True
+    # The contract alone, then each probe alone: one mistake does not hide the next.
+    pieces: list[tuple[int | None, dict[str, Any]]] = [
+        (None, {k: v for k, v in table.items() if k != "probes"})]
+    if isinstance(entries, list):
+        pieces += [(i, {"probes": [entry]}) for i, entry in enumerate(entries)]
+    for index, piece in pieces:
+        try:
+            parse_config({"providers": {name: piece}}, env, source=source)
+        except ProbeConfigError as exc:
+            parts_ok = False
+            message = str(exc).removeprefix(f"{source}: ")
+            if index is not None:
+                message = message.replace(f"providers.{name}.probes[0]",
+                                          f"providers.{name}.probes[{index}]", 1)
+            report.problems.append(Problem("error", lines.of(name, index), message))
+    if not parts_ok:
+        return
+    try:
+        setup = parse_config({"providers": {name: table}}, env, source=source)[name]
+    except ProbeConfigError as exc:
+        report.problems.append(Problem("error", lines.of(name),
+                                       str(exc).removeprefix(f"{source}: ")))
+        return
+    report.providers[name] = setup
+    environment = os.environ if env is None else env
+    for index, entry in enumerate(entries):
+        variable = entry.get("token_env")
+        if isinstance(variable, str) and not environment.get(variable):
+            report.problems.append(Problem(
+                "warning", lines.of(name, index), f"providers.{name}.probes[{index}]: "
+                f"token_env names {variable}, which is not set here: the probe would read "
+                "without credentials"))
+    if not setup.probes:
+        report.problems.append(Problem(
+            "warning", lines.of(name), f"provider {name!r} has no probe: its operations are "
+            "decided only from posted evidence and escalate at their deadline"))
+
+
+def _toml_where(path: Path, exc: tomllib.TOMLDecodeError) -> str:
+    line = getattr(exc, "lineno", None)
+    if line is None:
+        found = re.search(r"at line (\d+)", str(exc))
+        line = int(found[1]) if found else None
+    return f"{path}:{line}" if line else str(path)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeReading:
+    """What one probe read for the operation, as it would be recorded (but is not)."""
+
+    probe: str
+    authority: str
+    refs: tuple[str, ...]
+    hashes: tuple[str | None, ...]
+    error: str | None
+
+
+def open_for_reading(url: str) -> SqlStore:
+    """The store at `url` as it is: not migrated, and a SQLite file is never created."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise CannotCheckError(f"--db is not a database URL: {exc}") from None
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
+            and not Path(parsed.database).is_file():
+        raise CannotCheckError(f"no store at {parsed.database}")
+    return SqlStore(make_engine(url))
+
+
+def live_check(report: ConfigReport, store: Store, operation_id: str) -> list[ProbeReading]:
+    """Run each probe of the operation's provider once against its recorded intent. Nothing is
+    recorded. CannotCheckError if the operation is unknown or its provider is not configured."""
+    try:
+        intent = store.facts(operation_id).intent
+    except (ReconcilerError, SQLAlchemyError) as exc:
+        raise CannotCheckError(f"cannot read operation {operation_id!r}: {exc}") from None
+    setup = report.providers.get(intent.provider)
+    if setup is None:
+        raise CannotCheckError(
+            f"operation {operation_id!r} belongs to provider {intent.provider!r}, which "
+            f"{report.path} does not configure (or configures with errors)")
+    target = ProbeTarget.of(intent)
+    readings: list[ProbeReading] = []
+    for probe in setup.probes:
+        try:
+            result = probe.probe(target)
+        except Exception as exc:  # a probe must not raise; show it rather than stop the check
+            readings.append(ProbeReading(probe.name, "raised", (), (),
+                                         f"{type(exc).__name__}: {exc}"))
+            continue
+        readings.append(_reading(probe.name, result))
+    return readings
+
+
+def _reading(name: str, result: Observation | Receipt) -> ProbeReading:
+    if isinstance(result, Receipt):
+        return ProbeReading(name, "receipt", (result.provider_ref,), (result.request_hash,),
+                            None)
+    return ProbeReading(name, result.authority.value,
+                        tuple(m.provider_ref for m in result.matches),
+                        tuple(m.request_hash for m in result.matches), result.error)

@@ -1,0 +1,64 @@
+"""Standard Webhooks (used by Svix and the many providers built on it): `webhook-id`,
+`webhook-timestamp` and `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`,
+within five minutes either way, checked by the `standardwebhooks` package. The secret is the
+`whsec_<base64>` the provider shows, in RECONCILER_WEBHOOK_SECRET_STANDARD_<PROVIDER>.
+
+The spec fixes no payload beyond `type`, `timestamp` and `data`; the operation is
+`data.metadata.operation_id` (and `data.metadata.request_hash`), the receipt's ref `data.id`,
+and `{provider}` in the path must be the intent's provider.
+https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md
+"""
+
+from __future__ import annotations
+
+import binascii
+from typing import Annotated
+
+from fastapi import Path, Request
+from standardwebhooks.webhooks import (
+    EmptyWebhookSecretError,
+    Webhook,
+    WebhookVerificationError,
+)
+
+from reconciler.schemas import WebhookAck
+from reconciler.service.problems import ProblemError, problem_responses
+from reconciler.service.webhooks.receiving import (
+    NOT_CONFIGURED,
+    accept,
+    dig,
+    found,
+    json_event,
+    rejected,
+    secret_env,
+    webhook_secret,
+)
+from reconciler.service.webhooks.routes import router
+from reconciler.service.webhooks.signing import TOLERANCE_S, RawBody, keep_ids_for
+from reconciler.service.wiring import Wired
+
+Provider = Annotated[str, Path(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+@router.post("/standard/{provider}", response_model=WebhookAck,
+             responses=problem_responses(400, 401, 404))
+def standard_webhook(provider: Provider, body: RawBody, request: Request,
+                     wiring: Wired) -> WebhookAck:
+    """A Standard Webhooks delivery from `provider`."""
+    secret_name = f"standard_{provider}"
+    try:
+        webhook = Webhook(webhook_secret(secret_name))
+    except (EmptyWebhookSecretError, binascii.Error, ValueError):
+        raise ProblemError(NOT_CONFIGURED, f"{secret_env(secret_name)} is not a Standard "
+                           "Webhooks secret (whsec_ followed by base64)") from None
+    try:
+        webhook.verify(body, dict(request.headers), json_parse=False)
+    except (WebhookVerificationError, ValueError):  # ValueError: malformed header or body
+        raise rejected(provider, "webhook-signature does not verify with the secret, or "
+                       f"webhook-timestamp is more than {TOLERANCE_S}s off") from None
+    event = json_event(body)
+    data = event.get("data")
+    named = found(dig(data, "metadata.operation_id"), dig(data, "id"),
+                  dig(data, "metadata.request_hash"))
+    return accept(wiring, provider, request.headers.get("webhook-id", ""),
+                  keep_ids_for(TOLERANCE_S), named, scheme=f"standard:{provider}")

@@ -1,0 +1,179 @@
+"""`reconciler check-config FILE`: every mistake with its file and line, a provider without probes
+as a warning, exit codes 0/1/2; and `--live`, which runs each probe of one recorded operation's
+provider once and records nothing."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+from typer.testing import CliRunner
+
+from reconciler.cli import app
+from reconciler.domain import Effect, Intent
+from reconciler.store.schema import open_store
+from reconciler.store.tables import EvidenceRow
+
+from builders import H0, K0
+
+CONFIGS = Path(__file__).parent / "data" / "check_config"
+runner = CliRunner()
+
+
+def check(*args: str | Path, env: dict[str, str] | None = None) -> tuple[int, list[str]]:
+    result = runner.invoke(app, ["check-config", *map(str, args)], env=env)
+    return result.exit_code, result.output.splitlines()
+
+
+def test_a_valid_file_exits_0_and_warns_of_a_provider_without_probes() -> None:
+    code, lines = check(CONFIGS / "valid.toml", env={"CHECK_CONFIG_PAYMENTS_KEY": "k"})
+    assert code == 0
+    assert lines == [
+        f"{CONFIGS / 'valid.toml'}:19: warning: provider 'chat' has no probe: its operations "
+        "are decided only from posted evidence and escalate at their deadline",
+        f"{CONFIGS / 'valid.toml'}: 2 provider(s), 1 probe(s) built; 0 error(s), 1 warning(s)"]
+
+
+def test_an_unset_credential_variable_is_a_warning() -> None:
+    code, lines = check(CONFIGS / "valid.toml", env={"CHECK_CONFIG_PAYMENTS_KEY": ""})
+    assert code == 0
+    assert any(":8: warning: providers.payments.probes[0]: token_env names "
+               "CHECK_CONFIG_PAYMENTS_KEY, which is not set" in line for line in lines)
+
+
+def test_every_mistake_is_reported_with_its_line_and_exit_1() -> None:
+    path = CONFIGS / "mistakes.toml"
+    code, lines = check(path)
+    assert code == 1
+    assert lines[0] == f"{path}: error: unknown top-level key 'top_level_typo'; the file holds " \
+                       "[service] and [providers.*]"
+    assert lines[1].startswith(f"{path}:14: error: providers.payments.probes[1]: no probe "
+                               "named 'no_such_probe'; known probes: ")
+    assert lines[2] == (f"{path}:17: error: providers.payments.probes[2]: probe 'http_json': "
+                        "option 'timeout_s' must be a number")
+    assert lines[3] == (f"{path}:25: error: providers.mail: option 'idempotency_keys' must be "
+                        "true or false")
+    assert lines[4].startswith(f"{path}:28: warning: provider 'chat' has no probe")
+    assert lines[5].endswith("4 error(s), 1 warning(s)")
+
+
+def test_invalid_toml_is_an_error_at_its_line() -> None:
+    code, lines = check(CONFIGS / "not_toml.toml")
+    assert code == 1
+    assert lines[0].startswith(f"{CONFIGS / 'not_toml.toml'}:3: error: not valid TOML")
+
+
+def test_a_service_table_serve_would_refuse_is_an_error() -> None:
+    code, lines = check(CONFIGS / "bad_service.toml")
+    assert code == 1
+    assert lines[0] == (f"{CONFIGS / 'bad_service.toml'}:1: error: [service] token: secrets "
+                        "never go in the file; name the variable that holds it with token_env")
+
+
+def test_an_unreadable_file_exits_2(tmp_path: Path) -> None:
+    code, lines = check(tmp_path / "missing.toml")
+    assert code == 2
+    assert lines[0].startswith("cannot check: ") and "missing.toml" in lines[0]
+
+
+# --- --live ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def charges() -> Iterator[tuple[str, list[str]]]:
+    """A loopback JSON API listing one charge of op-1; yields its URL and the paths asked."""
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            body = json.dumps({"data": [{"id": "ch_live_1", "metadata": {
+                "operation_id": "op-1"}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", asked
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def live_setup(tmp_path: Path, base_url: str, provider: str = "payments") -> tuple[Path, str]:
+    """A config whose payments probe reads `base_url`, and a store holding op-1's intent."""
+    config = tmp_path / "reconciler.toml"
+    config.write_text((CONFIGS / "valid.toml").read_text(encoding="utf-8").replace(
+        "http://127.0.0.1:9/pay", base_url), encoding="utf-8")
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = open_store(url)
+    store.record_intent(Intent("op-1", H0, K0, provider, "charge", Effect.NON_IDEMPOTENT,
+                               datetime.now(UTC)))
+    store.engine.dispose()
+    return config, url
+
+
+def evidence_rows(url: str) -> int:
+    store = open_store(url)
+    try:
+        with store.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(EvidenceRow)).scalar() or 0)
+    finally:
+        store.engine.dispose()
+
+
+def test_live_runs_each_probe_once_shows_what_it_read_and_records_nothing(
+        tmp_path: Path, charges: tuple[str, list[str]]) -> None:
+    base_url, asked = charges
+    config, url = live_setup(tmp_path, base_url)
+    code, lines = check(config, "--live", "--operation-id", "op-1", "--db", url,
+                        env={"CHECK_CONFIG_PAYMENTS_KEY": "k"})
+    assert code == 0, lines
+    assert asked == ["/v1/charges"]
+    assert lines[-2].split() == ["probe", "authority", "matches", "error"]
+    assert lines[-1].split() == ["payments.lookup", "authoritative", "ch_live_1", "-"]
+    assert evidence_rows(url) == 0
+
+
+def test_live_with_a_probe_that_cannot_read_exits_1(tmp_path: Path) -> None:
+    config, url = live_setup(tmp_path, "http://127.0.0.1:9")  # discard port: refused
+    code, lines = check(config, "--live", "--operation-id", "op-1", "--db", url,
+                        env={"CHECK_CONFIG_PAYMENTS_KEY": "k"})
+    assert code == 1
+    assert lines[-1].split()[:2] == ["payments.lookup", "unavailable"]
+    assert evidence_rows(url) == 0
+
+
+@pytest.mark.parametrize(("operation", "provider", "says"), [
+    ("op-2", "payments", "no intent is recorded for operation 'op-2'"),
+    ("op-1", "fax", "belongs to provider 'fax', which"),
+])
+def test_live_for_an_unknown_operation_or_provider_exits_2(
+        tmp_path: Path, operation: str, provider: str, says: str) -> None:
+    config, url = live_setup(tmp_path, "http://127.0.0.1:9", provider)
+    code, lines = check(config, "--live", "--operation-id", operation, "--db", url)
+    assert code == 2
+    assert says in lines[-1]
+
+
+def test_live_never_creates_a_store(tmp_path: Path) -> None:
+    code, lines = check(CONFIGS / "valid.toml", "--live", "--operation-id", "op-1", "--db",
+                        f"sqlite:///{tmp_path / 'nowhere.db'}")
+    assert code == 2 and "no store at" in lines[-1]
+    assert not (tmp_path / "nowhere.db").exists()
