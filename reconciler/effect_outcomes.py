@@ -12,7 +12,7 @@ of them. The SPEC's transport outcomes, and how each library's errors map onto t
 
 A wrapper error that only says "connection problem" (stripe's APIConnectionError, openai's
 APIConnectionError, requests' ConnectionError) is refined by what it wraps (`raise ... from`,
-or urllib3's `reason`): stripe wrapping a requests ConnectTimeout is `not_sent`. An exception
+urllib3's `reason`): stripe wrapping a requests ConnectTimeout is `not_sent`. An exception
 nothing here recognises is `connection_error`: it may have come after the send, so only the
 provider can say what happened.
 """
@@ -45,6 +45,7 @@ _BY_CLASS: dict[tuple[str, str], Outcome] = {
         "NewConnectionError", "ConnectTimeoutError", "NameResolutionError", "LocationParseError")},
     ("urllib3", "TimeoutError"): Outcome.TIMEOUT,
     ("urllib3", "ProtocolError"): Outcome.CONNECTION_ERROR,
+    ("urllib3", "MaxRetryError"): Outcome.CONNECTION_ERROR,  # refined by its `reason`
     # aiohttp (client_exceptions): ConnectionTimeoutError is a connect timeout (3.10+)
     ("aiohttp", "ClientConnectorError"): Outcome.NOT_SENT,
     ("aiohttp", "ConnectionTimeoutError"): Outcome.NOT_SENT,
@@ -78,10 +79,12 @@ def _own_outcome(exc: BaseException) -> Outcome | None:
 
 
 def _wrapped(exc: BaseException) -> Iterator[BaseException]:
-    """What an exception wraps: its cause, its context, urllib3's/urllib's `reason`, and
-    exceptions among its args (requests wraps urllib3's MaxRetryError that way)."""
+    """What an exception wraps on purpose: its cause (`raise ... from`), urllib3's and urllib's
+    `reason`, and exceptions among its args (requests wraps urllib3's MaxRetryError that way).
+    Not its context: an error merely raised while handling another (perhaps an earlier
+    attempt's refusal) says nothing about whether this send reached the provider."""
     reason = getattr(exc, "reason", None)
-    for inner in (exc.__cause__, exc.__context__, reason, *exc.args):
+    for inner in (exc.__cause__, reason, *exc.args):
         if isinstance(inner, BaseException):
             yield inner
 
@@ -101,8 +104,7 @@ def transport_outcome(exc: BaseException) -> Outcome | None:
         if own is not None and own is not Outcome.CONNECTION_ERROR:
             return own
         best = best or own
-        if own is not None or current is exc:
-            queue.extend(_wrapped(current))
+        queue.extend(_wrapped(current))
     return best
 
 

@@ -17,6 +17,7 @@ from reconciler.client import ReconcilerClient, intent
 from reconciler.domain import Outcome, Verdict
 from reconciler.effect import Applied, EffectSite, effect
 from reconciler.effect_backends import EffectBackend, EmbeddedBackend
+from reconciler.effect_outcomes import transport_outcome
 from reconciler.errors import IntentConflictError, RetryRefusedError, ServiceError
 from reconciler.schemas import AttemptOut, MatchIn, OperationOut
 
@@ -258,16 +259,40 @@ def test_async_a_lost_answer_is_not_sent_twice(store: EffectBackend,
 
 
 def test_async_a_cancelled_call_is_recorded_as_a_timeout(store: EffectBackend) -> None:
+    sent = asyncio.Event()
+
     @effect(provider=PROVIDER, action="charge", key="k-cancel", params={}, backend=store)
     async def slow() -> None:
+        sent.set()
         await asyncio.sleep(10)
 
     async def cancel_it() -> None:
         task = asyncio.create_task(slow())
-        await asyncio.sleep(0.2)
+        await asyncio.wait_for(sent.wait(), 10)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
     asyncio.run(cancel_it())
     assert only_attempt(store, "k-cancel").outcome is Outcome.TIMEOUT
+
+
+def test_a_wrapped_cause_refines_an_ambiguous_wrapper() -> None:
+    try:
+        try:
+            raise ConnectionRefusedError
+        except ConnectionRefusedError as refused:
+            raise ConnectionError("could not reach the provider") from refused
+    except ConnectionError as wrapper:
+        assert transport_outcome(wrapper) is Outcome.NOT_SENT
+
+
+def test_an_error_raised_while_handling_another_is_not_refined_by_it() -> None:
+    """An earlier refusal in the context says nothing about the send that failed later."""
+    try:
+        try:
+            raise ConnectionRefusedError
+        except ConnectionRefusedError:
+            raise ConnectionResetError  # noqa: B904
+    except ConnectionResetError as later:
+        assert transport_outcome(later) is Outcome.CONNECTION_ERROR
