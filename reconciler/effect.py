@@ -19,6 +19,7 @@ second send is safe, and it says so from the provider's evidence. See docs/effec
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -60,6 +61,14 @@ NEXT_STEP: Mapping[Verdict, str] = {
 }
 
 _default: EffectBackend | None = None
+_current: contextvars.ContextVar[EffectCall | None] = contextvars.ContextVar(
+    "reconciler_effect_call", default=None)
+
+
+def current_call() -> EffectCall | None:
+    """The operation whose send is running now (in this thread or task), if any: how a
+    wrapped function reads the idempotency key it must send (`current_call().intent`)."""
+    return _current.get()
 
 
 def use_backend(backend: EffectBackend | None) -> None:
@@ -180,11 +189,14 @@ class EffectCall:
         if done is not None:
             return done
         at = _now()
+        token = _current.set(self)
         try:
             result = fn(*args, **kwargs)
         except Exception as exc:
             self.backend.record_attempt(self.operation_id, self.attempt(at, error=exc))
             raise
+        finally:
+            _current.reset(token)
         self.backend.record_attempt(self.operation_id, self.attempt(at, result))
         return result
 
@@ -195,6 +207,7 @@ class EffectCall:
         if done is not None:
             return done
         at = _now()
+        token = _current.set(self)
         try:
             result = await fn(*args, **kwargs)
         except (Exception, asyncio.CancelledError) as exc:
@@ -204,6 +217,8 @@ class EffectCall:
             await asyncio.shield(asyncio.to_thread(self.backend.record_attempt,
                                                    self.operation_id, attempt))
             raise
+        finally:
+            _current.reset(token)
         await asyncio.to_thread(self.backend.record_attempt, self.operation_id,
                                 self.attempt(at, result))
         return result

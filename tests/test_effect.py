@@ -15,7 +15,7 @@ from effect_harness import BACKENDS, CONTRACT, PROVIDER, Lost, Provider, backend
 
 from reconciler.client import ReconcilerClient, intent
 from reconciler.domain import Outcome, Verdict
-from reconciler.effect import Applied, EffectSite, effect
+from reconciler.effect import Applied, EffectSite, current_call, effect
 from reconciler.effect_backends import EffectBackend, EmbeddedBackend
 from reconciler.effect_outcomes import transport_outcome
 from reconciler.errors import IntentConflictError, RetryRefusedError, ServiceError
@@ -296,3 +296,13 @@ def test_an_error_raised_while_handling_another_is_not_refined_by_it() -> None:
             raise ConnectionResetError  # noqa: B904
     except ConnectionResetError as later:
         assert transport_outcome(later) is Outcome.CONNECTION_ERROR
+
+
+def test_the_running_call_tells_the_function_its_key(store: EffectBackend) -> None:
+    @effect(provider=PROVIDER, action="charge", key="k-current", params={}, backend=store)
+    def send() -> str | None:
+        call = current_call()
+        return call.intent.idempotency_key if call else None
+
+    assert send() == "k-current"
+    assert current_call() is None
