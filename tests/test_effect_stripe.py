@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import stripe
 
 from reconciler.domain import Outcome
 from reconciler.effect import Applied, effect
 from reconciler.effect_backends import EmbeddedBackend
 from reconciler.sandbox import RunningSandbox, running_sandbox
-
-stripe = pytest.importorskip("stripe")
 
 EXAMPLE_CONFIG = Path(__file__).parent.parent / "examples" / "reconciler.toml"
 
