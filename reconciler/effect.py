@@ -127,6 +127,8 @@ class EffectCall:
         self.attempts = 0
         self.resumed = False
         self.standing: OperationOut | None = None
+        #: The outcome of this call's latest attempt, once it has made one.
+        self.last_outcome: Outcome | None = None
 
     @property
     def operation_id(self) -> str:
@@ -179,6 +181,7 @@ class EffectCall:
             status = status_of(error) if outcome is Outcome.CONNECTION_ERROR else None
             if status is not None:  # an SDK's error for a 4xx/5xx: the provider answered
                 outcome = Outcome.RESPONSE
+        self.last_outcome = outcome
         return AttemptIn(attempt=self.attempts, idempotency_key=self.intent.idempotency_key,
                          request_hash=self.intent.request_hash, at=at, outcome=outcome,
                          status=status, receipt=receipt)

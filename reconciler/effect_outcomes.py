@@ -20,6 +20,7 @@ provider can say what happened.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -141,6 +142,12 @@ class Answer:
 def _body(value: object) -> Mapping[str, Any] | None:
     if isinstance(value, Mapping):
         return value
+    if isinstance(value, str | bytes) and value[:1] in ("{", b"{"):  # a tool's JSON answer
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return None
+        return parsed if isinstance(parsed, Mapping) else None
     data = getattr(value, "data", None)  # slack_sdk's SlackResponse
     if isinstance(data, Mapping):
         return data
