@@ -77,17 +77,20 @@ def probes_for(provider: Provider) -> Any:
 
 
 @contextmanager
-def backend(kind: str, provider: Provider, tmp_path: Path) -> Iterator[EffectBackend]:
-    """An embedded store, or a sidecar on loopback, probing `provider`."""
+def backend(kind: str, provider: Provider, tmp_path: Path,
+            probes: Sequence[Probe] | None = None) -> Iterator[EffectBackend]:
+    """An embedded store, or a sidecar on loopback, probing `provider` (or with `probes`)."""
     db = f"sqlite:///{tmp_path / f'{kind}.db'}"
+    lookup = probes_for(provider) if probes is None else (
+        lambda name: probes if name == PROVIDER else [])
     if kind == "embedded":
-        with EmbeddedBackend(db, probes_for=probes_for(provider), contracts=[CONTRACT]) as b:
+        with EmbeddedBackend(db, probes_for=lookup, contracts=[CONTRACT]) as b:
             yield b
         return
     store = open_store(db)
     store.put_contract(CONTRACT)
     app = create_app(Settings(db=db, sweep_interval_s=0), ledger=Ledger(store),
-                     probes_for=probes_for(provider))
+                     probes_for=lookup)
     with serving(app) as url, ReconcilerClient(url) as client:
         yield client
 

@@ -12,7 +12,7 @@ operation; a model that means a second charge says so in the arguments (an order
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -87,7 +87,10 @@ class ToolEffects:
     """Which tools have side effects, at which provider, and where their records go.
 
     `effects` names a tool's class (`read_only` tools pass straight through); any other tool is
-    `default`. `actions` maps a tool to the provider's action name (default: the tool's)."""
+    `default`. `actions` maps a tool to the provider's action name (default: the tool's).
+    `correlate` names, per tool, the arguments whose values are references a probe needs to
+    find the effect (an order id, a channel): they go into the intent's correlation, and no
+    other argument leaves the process."""
 
     provider: str
     backend: EffectBackend | None = None
@@ -96,6 +99,7 @@ class ToolEffects:
     actions: Mapping[str, str] = field(default_factory=dict)
     classify: Classifier | None = None
     receipt: ReceiptReader | None = None
+    correlate: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     def effect_of(self, tool: str) -> Effect:
         return Effect(self.effects.get(tool, self.default))
@@ -105,7 +109,10 @@ class ToolEffects:
         return effect(provider=self.provider, action=self.actions.get(tool, tool),
                       effect=self.effect_of(tool), operation_id=operation_id, key=operation_id,
                       params=dict(arguments), backend=self.backend, classify=self.classify,
-                      receipt=self.receipt, run_id=scope)
+                      receipt=self.receipt, run_id=scope,
+                      correlation={name: str(arguments[name])
+                                   for name in self.correlate.get(tool, ())
+                                   if isinstance(arguments.get(name), str | int)})
 
     def run(self, scope: str, tool: str, arguments: Mapping[str, Any],
             invoke: Callable[[], T]) -> T | ToolOutcome:
