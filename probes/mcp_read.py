@@ -13,7 +13,7 @@ items are the operation's effects, so a provider that ships an MCP server needs 
     where = { "metadata.operation_id" = "{operation_id}" }
     authority = "lagging"
 
-The tool's structured content is read, else its first text block as JSON. Any failure (the
+The tool's first text block is read as JSON, else its structured content. Any failure (the
 server unreachable, a tool error, an answer without the list) is an `unavailable` observation,
 and a list as long as `page_size` may continue on a next page, so it proves no zero (`weak`).
 """
@@ -72,15 +72,17 @@ class McpReadProbe:
                 result = await client.call_tool(self.tool, arguments)
         if result.is_error:
             raise UnusableResponse(f"{self.tool} answered with an error")
+        # The text is the tool's answer as it wrote it; the SDK's structured content may wrap
+        # a plain return value ({"result": "..."}), so it comes second.
+        text = next((c.text for c in result.content if getattr(c, "type", "") == "text"), None)
+        if text is not None:
+            try:
+                return json.loads(text)
+            except ValueError:
+                pass
         if result.structured_content is not None:
             return result.structured_content
-        text = next((c.text for c in result.content if getattr(c, "type", "") == "text"), None)
-        if text is None:
-            raise UnusableResponse(f"{self.tool} answered no JSON")
-        try:
-            return json.loads(text)
-        except ValueError:
-            raise UnusableResponse(f"{self.tool} answered no JSON") from None
+        raise UnusableResponse(f"{self.tool} answered no JSON")
 
 
 def _connector(options: Options, raw: Mapping[str, Any]) -> Connect:

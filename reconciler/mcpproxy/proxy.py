@@ -62,14 +62,15 @@ def upstream_outcome(exc: BaseException) -> Outcome | None:
 
 
 def result_receipt(result: Any) -> MatchIn | None:
-    """The provider's reference in a tool result: its structured content's `id`, else the
-    `id` of its first text block read as JSON."""
+    """The provider's reference in a tool result: the `id` of its first text block read as
+    JSON, else of its structured content."""
     if not isinstance(result, types.CallToolResult):
         return None
-    if result.structured_content:
-        return answer_of(result.structured_content).receipt
     text = next((c.text for c in result.content if isinstance(c, types.TextContent)), None)
-    return answer_of(text).receipt if text else None
+    found = answer_of(text).receipt if text else None
+    if found is None and result.structured_content:
+        return answer_of(result.structured_content).receipt
+    return found
 
 
 def effect_of(tool: types.Tool) -> Effect:
