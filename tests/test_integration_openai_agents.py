@@ -75,7 +75,7 @@ def test_a_timed_out_charge_the_provider_did_not_apply_is_retried_once(
     assert (provider.calls, len(provider.charges)) == (2, 1)
 
 
-def test_an_error_the_provider_answered_goes_to_the_tools_own_handler(
+def test_an_error_the_provider_answered_is_told_with_the_verdict(
         store: EffectBackend) -> None:
     class Declined(Exception):
         http_status = 402
@@ -92,4 +92,5 @@ def test_an_error_the_provider_answered_goes_to_the_tools_own_handler(
     result = Runner.run_sync(agent, "charge", context={"run_id": "run-3"},
                              run_config=OFFLINE)
     [output] = [i.output for i in result.new_items if isinstance(i, ToolCallOutputItem)]
-    assert "An error occurred while running the tool" in str(output)
+    assert "the provider answered with an error (Declined: card declined)" in str(output)
+    assert "Please try again" not in str(output)

@@ -64,7 +64,11 @@ def told(tool: str, call: EffectCall, failure: BaseException | None) -> ToolOutc
     """The message for a call that failed on the wire (`failure`) or was answered from the
     record, read from the operation's verdict."""
     verdict = call.standing.verdict if call.standing else None
-    lost = f"the call failed ({call.last_outcome}: {type(failure).__name__})" if failure else ""
+    lost = ""
+    if failure is not None and call.last_outcome is Outcome.RESPONSE:
+        lost = f"the provider answered with an error ({type(failure).__name__}: {failure})"[:300]
+    elif failure is not None:
+        lost = f"the call failed ({call.last_outcome}: {type(failure).__name__})"
     if verdict is Verdict.VERIFIED_APPLIED:
         why = f"{lost}, but the provider shows the effect" if lost else (
             "An earlier call reached the provider; nothing was sent again")
@@ -100,15 +104,25 @@ class ToolEffects:
     classify: Classifier | None = None
     receipt: ReceiptReader | None = None
     correlate: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    #: Per tool, the provider request a call makes from (operation id, arguments): what the
+    #: request hash covers, so that a provider echoing its body's hash binds the effect.
+    #: Default: the arguments.
+    requests: Mapping[str, Callable[[str, Mapping[str, Any]], Any]] = field(
+        default_factory=dict)
+    #: Errors handed back as they are (recorded, not reconciled): an MCP upstream's own
+    #: error result, which the client should see unchanged.
+    passthrough: tuple[type[BaseException], ...] = ()
 
     def effect_of(self, tool: str) -> Effect:
         return Effect(self.effects.get(tool, self.default))
 
     def _site(self, scope: str, tool: str, arguments: Mapping[str, Any]) -> EffectSite[Any]:
         operation_id = tool_operation(scope, tool, arguments)
+        request = self.requests.get(tool)
         return effect(provider=self.provider, action=self.actions.get(tool, tool),
                       effect=self.effect_of(tool), operation_id=operation_id, key=operation_id,
-                      params=dict(arguments), backend=self.backend, classify=self.classify,
+                      params=request(operation_id, arguments) if request else dict(arguments),
+                      backend=self.backend, classify=self.classify,
                       receipt=self.receipt, run_id=scope,
                       correlation={name: str(arguments[name])
                                    for name in self.correlate.get(tool, ())
@@ -117,7 +131,8 @@ class ToolEffects:
     def run(self, scope: str, tool: str, arguments: Mapping[str, Any],
             invoke: Callable[[], T]) -> T | ToolOutcome:
         """Run one tool call through the gate; the model gets the result or a `ToolOutcome`.
-        An error the provider answered (a 4xx/5xx) is the tool's own, and is raised."""
+        A call that failed is reconciled and told as its verdict; an error raised before
+        anything was sent is the tool's own, and is raised."""
         if self.effect_of(tool) is Effect.READ_ONLY:
             return invoke()
         try:
@@ -125,7 +140,7 @@ class ToolEffects:
                 try:
                     result = call.run(invoke)
                 except Exception as exc:
-                    if call.last_outcome in (None, Outcome.RESPONSE):
+                    if call.last_outcome is None or isinstance(exc, self.passthrough):
                         raise
                     _reconcile(call)
                     return told(tool, call, exc)
@@ -143,7 +158,7 @@ class ToolEffects:
                 try:
                     result = await call.arun(invoke)
                 except Exception as exc:
-                    if call.last_outcome in (None, Outcome.RESPONSE):
+                    if call.last_outcome is None or isinstance(exc, self.passthrough):
                         raise
                     await asyncio.to_thread(_reconcile, call)
                     return told(tool, call, exc)

@@ -115,7 +115,8 @@ class ReconcilingProxy:
         return ToolEffects(self.settings.provider, backend=self.backend,
                            effects={**self.classes, **self.settings.effects},
                            actions=self.settings.actions, classify=upstream_outcome,
-                           receipt=result_receipt, correlate=self.settings.correlate)
+                           receipt=result_receipt, correlate=self.settings.correlate,
+                           passthrough=(UpstreamToolError,))
 
     def scope(self, params: types.CallToolRequestParams) -> str:
         meta: Mapping[str, Any] = params.meta or {}
