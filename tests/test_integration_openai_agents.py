@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +12,13 @@ import pytest
 from agents import Agent, FunctionTool, RunConfig, Runner, function_tool
 from agents.items import ToolCallOutputItem
 from agents.testing import ScriptedModel, assistant_message, function_call
-from effect_harness import BACKENDS, PROVIDER, Provider, backend
+from effect_harness import BACKENDS, CONTRACT, PROVIDER, Provider, backend
 
+from reconciler.domain import Resolution, Verdict
 from reconciler.effect import current_call
-from reconciler.effect_backends import EffectBackend
+from reconciler.effect_backends import EffectBackend, EmbeddedBackend
 from reconciler.integrations.openai_agents import reconciled_tool
-from reconciler.integrations.tool_calls import ToolEffects
+from reconciler.integrations.tool_calls import ToolEffects, tool_operation
 
 #: No traces exported: the tests make no network call.
 OFFLINE = RunConfig(tracing_disabled=True)
@@ -94,3 +96,31 @@ def test_an_error_the_provider_answered_is_told_with_the_verdict(
     [output] = [i.output for i in result.new_items if isinstance(i, ToolCallOutputItem)]
     assert "the provider answered with an error (Declined: card declined)" in str(output)
     assert "Please try again" not in str(output)
+
+
+def test_a_repeat_only_a_human_can_settle_pauses_for_approval(tmp_path: Path) -> None:
+    """No probe can see the provider: after the lost answer the verdict stays indeterminate,
+    so the model's retry waits for a human (the SDK's approval), who settles it."""
+    provider = Provider(faults=["lose_response"])
+    with EmbeddedBackend(f"sqlite:///{tmp_path / 'r.db'}", contracts=[CONTRACT]) as store:
+        effects = ToolEffects(PROVIDER, backend=store)
+        arguments = {"order": "A-17", "amount": 1200}
+        model = ScriptedModel([[function_call("charge", arguments, call_id="call-1")],
+                               [function_call("charge", arguments, call_id="call-2")],
+                               [assistant_message("finished")]])
+        agent = Agent(name="billing", model=model, tools=[
+            reconciled_tool(charge_tool(provider), effects, approvals=True)])
+        paused = Runner.run_sync(agent, "charge order A-17", context={"run_id": "run-4"},
+                                 run_config=OFFLINE)
+        [waiting] = paused.interruptions
+        assert waiting.tool_name == "charge" and provider.calls == 1
+
+        operation_id = tool_operation("run-4", "charge", arguments)
+        store.ledger.record_evidence(Resolution(operation_id, datetime.now(UTC),
+                                                Verdict.VERIFIED_APPLIED, "ops@example.com"))
+        state = paused.to_state()
+        state.approve(waiting)
+        resumed = Runner.run_sync(agent, state, run_config=OFFLINE)
+    outputs = [str(i.output) for i in resumed.new_items if isinstance(i, ToolCallOutputItem)]
+    assert "charge: done" in outputs[-1]
+    assert (provider.calls, len(provider.charges)) == (1, 1)

@@ -13,10 +13,11 @@ to do; an error the provider answered (a 4xx) still goes to the tool's own failu
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from agents import FunctionTool, RunContextWrapper
@@ -26,7 +27,10 @@ from agents.tool import (
 )
 from agents.tool_context import ToolContext
 
-from reconciler.integrations.tool_calls import ToolEffects, ToolOutcome
+from reconciler.domain import Effect, Verdict
+from reconciler.effect import default_backend
+from reconciler.errors import ServiceError, UnknownOperationError
+from reconciler.integrations.tool_calls import ToolEffects, ToolOutcome, tool_operation
 
 
 def context_scope(ctx: RunContextWrapper[Any]) -> str:
@@ -39,10 +43,38 @@ def context_scope(ctx: RunContextWrapper[Any]) -> str:
     return str(found or getattr(run_config, "group_id", None) or "openai-agents")
 
 
+#: The verdicts after which only a human can say whether a call may go ahead.
+NEEDS_A_HUMAN = frozenset({Verdict.INDETERMINATE, Verdict.UNSAFE_RETRY,
+                           Verdict.DUPLICATE_EFFECT, Verdict.FALSE_SUCCESS})
+
+
+def needs_a_human(effects: ToolEffects, scope: Callable[[RunContextWrapper[Any]], str],
+                  tool: str) -> Callable[[RunContextWrapper[Any], dict[str, Any], str],
+                                         Awaitable[bool]]:
+    """A `needs_approval` function: a call that repeats an operation whose verdict only a
+    human can settle pauses the run (`RunResult.interruptions`) instead of being refused. The
+    human records a resolution (`reconciler.client.ReconcilerClient.resolve`, or the sidecar's
+    POST /v1/operations/{id}/resolution), approves the item, and the run resumes: the gate then
+    answers from that resolution."""
+    async def check(ctx: RunContextWrapper[Any], arguments: dict[str, Any], call_id: str
+                    ) -> bool:
+        if effects.effect_of(tool) is Effect.READ_ONLY:
+            return False
+        operation_id = tool_operation(scope(ctx), tool, arguments)
+        backend = effects.backend or default_backend()
+        try:
+            standing = await asyncio.to_thread(backend.reconcile, operation_id)
+        except (UnknownOperationError, ServiceError):  # a first call: nothing to settle
+            return False
+        return standing.verdict in NEEDS_A_HUMAN
+    return check
+
+
 def reconciled_tool(tool: FunctionTool, effects: ToolEffects,
                     scope: Callable[[RunContextWrapper[Any]], str] = context_scope,
-                    ) -> FunctionTool:
-    """A copy of `tool` whose every call is an effect of `effects`."""
+                    approvals: bool = False) -> FunctionTool:
+    """A copy of `tool` whose every call is an effect of `effects`. With `approvals`, a call
+    that only a human can settle uses the SDK's approval mechanism (`needs_a_human`)."""
     fallback = resolve_function_tool_failure_error_function(tool)
     # The inner copy raises instead of answering "try again": its errors are ours to read.
     inner = set_function_tool_failure_error_function(dataclasses.replace(tool), None)
@@ -63,4 +95,6 @@ def reconciled_tool(tool: FunctionTool, effects: ToolEffects,
         return str(result) if isinstance(result, ToolOutcome) else result
 
     wrapped = dataclasses.replace(tool, on_invoke_tool=on_invoke)
+    if approvals:
+        wrapped.needs_approval = needs_a_human(effects, scope, tool.name)
     return set_function_tool_failure_error_function(wrapped, None)
