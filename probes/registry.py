@@ -20,6 +20,7 @@ from probes.base import Probe, ProbeFactory
 from probes.credentials import reject_inline_secrets
 from probes.errors import ProbeConfigError, UnknownProbeError
 from probes.http_json import http_json
+from probes.mcp_read import mcp_read
 from probes.recipes import RECIPES, recipe_factory
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,7 @@ def default_registry() -> ProbeRegistry:
     """The built-in probes plus every plugin installed now."""
     registry = ProbeRegistry()
     registry.register("http_json", http_json)
+    registry.register("mcp_read", mcp_read)
     for recipe in RECIPES:
         registry.register(recipe, recipe_factory(recipe))
     registry.discover()

@@ -284,3 +284,42 @@ def serve_command(
           "probe_timeout_s": probe_timeout_s, "probe_budget": probe_budget,
           "retry_lease_ttl_s": retry_lease_ttl_s, "max_body_bytes": max_body_bytes,
           "shutdown_timeout_s": shutdown_timeout_s, "agent": agent})
+
+
+@app.command("mcp-proxy", context_settings={"allow_interspersed_args": False})
+def mcp_proxy_command(
+    upstream: Annotated[list[str] | None, typer.Argument(
+        help="The upstream MCP server's command and arguments (after --), for stdio.")] = None,
+    upstream_url: Annotated[str | None, typer.Option(
+        help="The upstream's streamable HTTP URL, instead of a command.")] = None,
+    config: Annotated[Path | None, typer.Option(
+        help="TOML: [mcp_proxy] settings and, with --db, [providers.*] (docs/integrations/"
+             "mcp.md).")] = None,
+    sidecar: Annotated[str | None, typer.Option(
+        help="The sidecar's URL [default $RECONCILER_URL or http://127.0.0.1:8765].")] = None,
+    db: Annotated[str | None, typer.Option(
+        help="An embedded store's SQLAlchemy URL, instead of a sidecar.")] = None,
+    provider: Annotated[str | None, typer.Option(
+        help="The provider the upstream's effects are at (overrides the file's).")] = None,
+) -> None:
+    """Serve, on stdio, an MCP server that fronts an upstream one: its tools re-exported,
+    every tools/call recorded, classified and gated by the reconciler."""
+    import anyio
+    from mcp import StdioServerParameters
+
+    from reconciler.errors import ReconcilerError
+    from reconciler.mcpproxy.serve import load_settings, open_backend, serve_stdio
+
+    if (upstream_url is None) == (not upstream):
+        raise typer.BadParameter("give the upstream as -- COMMAND [ARGS...] or --upstream-url")
+    if sidecar is not None and db is not None:
+        raise typer.BadParameter("--sidecar and --db are alternatives; give one")
+    try:
+        settings, rest = load_settings(config, provider)
+        backend = open_backend(sidecar, db, rest, str(config))
+    except ReconcilerError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    command = upstream or []
+    target = upstream_url or StdioServerParameters(command=command[0], args=command[1:])
+    anyio.run(serve_stdio, target, settings, backend)

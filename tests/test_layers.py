@@ -14,15 +14,17 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Lowest first. A part is a top-level module or package of reconciler, or probes.
 LAYERS: list[set[str]] = [
     {"domain", "errors", "serving", "metrics"},                 # plain facts, no rules
-    {"hashing", "verdicts", "runs", "outcomes", "schemas",      # pure rules and wire shapes
-     "fixtures"},
-    {"ports"},                                                  # the seams
+    {"hashing", "verdicts", "runs", "schemas", "fixtures"},     # pure rules and wire shapes
+    {"ports", "outcomes"},                                      # the seams; what a send saw
     {"schedule"},                                               # pure probe scheduling
     {"store", "ledger", "probes"},                              # facts kept; the one door
     {"gate", "sweep"},                                          # built on the ledger
     {"runtime", "client", "replay", "sandbox"},                 # drivers of the above
     {"service", "demo", "testing"},                             # what a user runs or imports
-    {"chaos", "configcheck"},                                   # built on the service and demo
+    {"chaos", "configcheck", "effect_backends"},                # built on the service and demo
+    {"effect"},                                                 # @effect, on either backend
+    {"integrations"},                                           # the frameworks' adapters
+    {"mcpproxy"},                                               # the reconciling MCP proxy
     {"cli"},                                                    # the command line
     {"__main__", "__init__"},                                   # entry points
 ]

@@ -25,7 +25,7 @@ import httpx
 from reconciler.client.calls import Reply
 from reconciler.domain import Outcome
 from reconciler.errors import RetryRefusedError
-from reconciler.outcomes import outcome_of
+from reconciler.outcomes import outcome_of, status_of
 from reconciler.schemas import AttemptIn, IntentIn, MatchIn, OperationOut, RetryIn, RetryOut
 
 ReceiptReader = Callable[[httpx.Response], MatchIn | None]
@@ -96,16 +96,22 @@ class _Tracking:
                                     "the retry lease expired before dispatch; ask again",
                                     answer.findings)
 
-    def _attempt(self, at: datetime, response: httpx.Response | None,
+    def _attempt(self, at: datetime, response: object | None,
                  error: BaseException | None) -> AttemptIn:
+        """Never raises on what `send` returned: a send that returns an SDK object (no
+        `status_code`) or a receipt reader that fails still gets its attempt recorded."""
         self.attempts += 1
-        outcome = Outcome.RESPONSE if response is not None else (
-            outcome_of(error) if error is not None else None) or Outcome.CONNECTION_ERROR
-        receipt = self.read_receipt(response) if (response is not None and self.read_receipt
-                                                   ) else None
+        outcome = Outcome.RESPONSE if error is None else (
+            outcome_of(error) or Outcome.CONNECTION_ERROR)
+        receipt = None
+        if error is None and self.read_receipt is not None:
+            try:
+                receipt = self.read_receipt(response)  # type: ignore[arg-type]
+            except Exception:
+                receipt = None
         return AttemptIn(attempt=self.attempts, idempotency_key=self.intent.idempotency_key,
                          request_hash=self.intent.request_hash, at=at, outcome=outcome,
-                         status=response.status_code if response is not None else None,
+                         status=(status_of(response) or 200) if error is None else None,
                          receipt=receipt)
 
 

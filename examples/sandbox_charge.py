@@ -1,0 +1,98 @@
+"""What the framework examples share: the sandbox provider's payments API as a charge tool,
+and an embedded reconciler store probing it (examples/reconciler.toml's probes).
+
+Each `examples/<framework>_agent.py` drives its framework with the framework's own scripted
+model, which calls `charge` and then calls it again, as a model told "try again" would. The
+first send meets the fault the example is run with:
+
+    lose_response        the sandbox charges and the answer never arrives (a read timeout)
+    fail_before_commit   the sandbox fails before charging
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from reconciler.effect import current_call
+from reconciler.effect_backends import EmbeddedBackend
+from reconciler.integrations.tool_calls import ToolEffects
+from reconciler.sandbox import RunningSandbox, running_sandbox
+
+CONFIG = Path(__file__).with_name("reconciler.toml")
+ARGUMENTS = {"order": "A-17", "amount": 1200}
+
+
+def charge_body(operation_id: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The request a charge call sends; its hash is the intent's, which the sandbox echoes."""
+    return {"amount": arguments["amount"], "currency": "eur",
+            "metadata": {"operation_id": operation_id, "order": arguments["order"]}}
+
+
+@dataclass
+class Payments:
+    """The sandbox's charge endpoint; `faults` are used up, one per send."""
+
+    url: str
+    faults: list[str] = field(default_factory=list)
+
+    def charge(self, order: str, amount: int) -> dict[str, Any]:
+        """Charge the customer for an order (amount in cents)."""
+        call = current_call()
+        if call is None:
+            raise RuntimeError("charge runs through the reconciler only")
+        headers = {"Idempotency-Key": call.intent.idempotency_key or ""}
+        if self.faults:
+            headers["X-Sandbox-Fault"] = self.faults.pop(0)
+        body = charge_body(call.operation_id, {"order": order, "amount": amount})
+        response = httpx.post(f"{self.url}/pay/v1/charges", headers=headers, timeout=1.0,
+                              json=body)
+        response.raise_for_status()
+        answer: dict[str, Any] = response.json()
+        return answer
+
+
+@dataclass
+class World:
+    sandbox: RunningSandbox
+    payments: Payments
+    effects: ToolEffects
+
+    def charges(self) -> list[str]:
+        return [r.ref for r in self.sandbox.state.objects() if r.provider == "pay"]
+
+
+@contextmanager
+def sandbox_world(fault: str | None) -> Iterator[World]:
+    """A sandbox provider on a loopback port, and a store in a temporary folder."""
+    with running_sandbox() as sandbox, tempfile.TemporaryDirectory() as folder:
+        sandbox.state.configure(hold_s=2.0)  # a lost answer outlives the client's timeout
+        config = Path(folder) / "reconciler.toml"
+        config.write_text(CONFIG.read_text().replace("http://127.0.0.1:8081", sandbox.url)
+                          .replace("visibility_lag_s = 5", "visibility_lag_s = 0"))
+        with EmbeddedBackend(f"sqlite:///{folder}/receipts.db", config=config) as store:
+            yield World(sandbox, Payments(sandbox.url, [fault] if fault else []),
+                        ToolEffects("payments", backend=store,
+                                    requests={"charge": charge_body}))
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the model was told, call by call, and the charges the provider holds."""
+
+    answers: list[str]
+    charges: list[str]
+
+    def __str__(self) -> str:
+        lines = [f"tool result {n}: {answer}" for n, answer in enumerate(self.answers, 1)]
+        return "\n".join([*lines, f"charges at the provider: {self.charges}"])
+
+
+def report(world: World, answers: list[str]) -> Report:
+    return Report(answers, world.charges())

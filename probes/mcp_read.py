@@ -1,0 +1,123 @@
+"""The `mcp_read` probe: read the provider through one of its MCP server's read-only tools.
+
+For a `send_message` tool, `list_messages` with an argument template, and a rule for which
+items are the operation's effects, so a provider that ships an MCP server needs no HTTP recipe:
+
+    [[providers.chat.probes]]
+    use = "mcp_read"
+    command = "chat-mcp-server"            # stdio; or url = "http://127.0.0.1:9000/mcp"
+    tool = "list_messages"
+    arguments = { channel = "{correlation[channel]}" }
+    items = "messages"                     # where the list is in the tool's JSON answer
+    ref = "ts"
+    where = { "metadata.operation_id" = "{operation_id}" }
+    authority = "lagging"
+
+The tool's first text block is read as JSON, else its structured content. Any failure (the
+server unreachable, a tool error, an answer without the list) is an `unavailable` observation,
+and a list as long as `page_size` may continue on a next page, so it proves no zero (`weak`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from probes.base import ProbeTarget, utc_now
+from probes.matching import Extraction, FieldCheck, UnusableResponse
+from probes.options import Options
+from probes.templates import MissingValue, Template
+from reconciler.domain import Authority, Observation, Receipt
+
+#: Opens a client to the MCP server (an `mcp.Client`, not yet entered).
+Connect = Callable[[], Any]
+_AUTHORITIES = {"authoritative": Authority.AUTHORITATIVE, "lagging": Authority.LAGGING}
+
+
+@dataclass
+class McpReadProbe:
+    """Reads matches through `tool` of the MCP server `connect` opens."""
+
+    name: str
+    connect: Connect
+    tool: str
+    arguments: Mapping[str, Template | str | int | float | bool]
+    extraction: Extraction
+    authority: Authority = Authority.LAGGING
+    timeout_s: float = 10.0
+
+    def probe(self, target: ProbeTarget) -> Observation | Receipt:
+        try:
+            arguments = {k: v.render(target) if isinstance(v, Template) else v
+                         for k, v in self.arguments.items()}
+            found = self.extraction.found(anyio.run(self._read, arguments), target)
+        except (MissingValue, UnusableResponse) as exc:
+            return self._unavailable(target, str(exc))
+        except Exception as exc:  # the server's trouble is evidence of nothing
+            return self._unavailable(target, f"{type(exc).__name__} calling {self.tool}")
+        authority = self.authority if found.complete or found.matches else Authority.WEAK
+        return Observation(target.operation_id, utc_now(), self.name, authority, found.matches)
+
+    def _unavailable(self, target: ProbeTarget, why: str) -> Observation:
+        return Observation(target.operation_id, utc_now(), self.name, Authority.UNAVAILABLE,
+                           error=why[:500])
+
+    async def _read(self, arguments: dict[str, Any]) -> Any:
+        with anyio.fail_after(self.timeout_s):
+            async with self.connect() as client:
+                result = await client.call_tool(self.tool, arguments)
+        if result.is_error:
+            raise UnusableResponse(f"{self.tool} answered with an error")
+        # The text is the tool's answer as it wrote it; the SDK's structured content may wrap
+        # a plain return value ({"result": "..."}), so it comes second.
+        text = next((c.text for c in result.content if getattr(c, "type", "") == "text"), None)
+        if text is not None:
+            try:
+                return json.loads(text)
+            except ValueError:
+                pass
+        if result.structured_content is not None:
+            return result.structured_content
+        raise UnusableResponse(f"{self.tool} answered no JSON")
+
+
+def _connector(options: Options, raw: Mapping[str, Any]) -> Connect:
+    from mcp import Client, StdioServerParameters  # the `mcp` extra, needed only here
+
+    url = options.string("url")
+    command = options.string("command")
+    args = raw.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise options.error("option 'args' must be a list of strings")
+    if (url is None) == (command is None):
+        raise options.error("give the MCP server as `url` or as `command` (and `args`)")
+    if url is not None:
+        return lambda: Client(url)
+    server = StdioServerParameters(command=command or "", args=list(args))
+    return lambda: Client(server)
+
+
+def mcp_read(name: str, options: Mapping[str, Any], env: Mapping[str, str], *,
+             connect: Connect | None = None) -> McpReadProbe:
+    """The `mcp_read` factory; `connect` is for tests and embedding (an in-process server)."""
+    where = f"probe {name!r}"
+    # `args` is a list, which Options does not read: it is checked by the connector.
+    read = Options({k: v for k, v in options.items() if k != "args"}, where)
+    connector = connect or _connector(read, options)
+    arguments = {k: Template.parse(v, where) if isinstance(v, str) else v
+                 for k, v in read.table("arguments", scalars=True).items()}
+    authority = read.string("authority", "lagging") or "lagging"
+    if authority not in _AUTHORITIES:
+        raise read.error("option 'authority' must be 'authoritative' or 'lagging'")
+    extraction = Extraction(
+        path=read.string("items", "") or "", single=False, ref=read.required_string("ref"),
+        where=FieldCheck.table(read.table("where", scalars=True), where),
+        page_size=read.integer("page_size", 0, minimum=0) or None)
+    probe = McpReadProbe(name, connector, read.required_string("tool"), arguments, extraction,
+                         _AUTHORITIES[authority], read.number("timeout_s", 10.0))
+    read.finish()
+    return probe

@@ -1,0 +1,158 @@
+"""The reconciling MCP proxy: the upstream's tools, re-exported, each call an effect.
+
+    client ── tools/call ──▶ proxy ── intent ── tools/call ──▶ upstream
+                               │      attempt: result, timeout, dropped connection
+                               └── a repeat of the same call: the gate first; answered from
+                                   the record when applied, forwarded only on a grant
+
+MCP cannot tell "never arrived" from "executed, answer lost" (SEP-3182), so an upstream
+timeout or a dropped connection is ambiguous, and the operation is reconciled before the
+client is told anything. A tool's class comes from its annotations (readOnlyHint: read_only,
+passed through; idempotentHint: idempotent_write; else non_idempotent), overridable per tool.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp import Client
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from reconciler.client.effects import Recorder
+from reconciler.domain import Effect, Outcome
+from reconciler.integrations.tool_calls import ToolEffects, ToolOutcome
+from reconciler.outcomes import answer_of
+from reconciler.schemas import MatchIn
+
+#: Where a caller names the run its calls belong to, in a request's `_meta`. Without it, the
+#: proxy's own `scope` is the run (a stdio proxy serves one client): MCP requests need not
+#: share a session, and a client's retry may come on a new connection.
+RUN_META = "io.reconciler/run_id"
+
+
+class UpstreamToolError(Exception):
+    """The upstream tool answered with `isError`: a response, and no claim of success."""
+
+    #: As a gateway would say it: the upstream answered, with an error.
+    status_code = 502
+
+    def __init__(self, result: types.CallToolResult) -> None:
+        super().__init__("the upstream tool answered with an error")
+        self.result = result
+
+
+def upstream_outcome(exc: BaseException) -> Outcome | None:
+    """An upstream request that timed out, or a connection to it that closed, is ambiguous:
+    the tool may have run."""
+    if isinstance(exc, MCPError):
+        if exc.error.code == types.REQUEST_TIMEOUT:
+            return Outcome.TIMEOUT
+        if exc.error.code == types.CONNECTION_CLOSED:
+            return Outcome.CONNECTION_ERROR
+    if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream):
+        return Outcome.CONNECTION_ERROR
+    return None
+
+
+def result_receipt(result: Any) -> MatchIn | None:
+    """The provider's reference in a tool result: the `id` of its first text block read as
+    JSON, else of its structured content."""
+    if not isinstance(result, types.CallToolResult):
+        return None
+    text = next((c.text for c in result.content if isinstance(c, types.TextContent)), None)
+    found = answer_of(text).receipt if text else None
+    if found is None and result.structured_content:
+        return answer_of(result.structured_content).receipt
+    return found
+
+
+def effect_of(tool: types.Tool) -> Effect:
+    hints = tool.annotations
+    if hints is not None and hints.read_only_hint:
+        return Effect.READ_ONLY
+    if hints is not None and hints.idempotent_hint:
+        return Effect.IDEMPOTENT_WRITE
+    return Effect.NON_IDEMPOTENT
+
+
+@dataclass
+class ProxySettings:
+    """What the proxy needs besides its upstream: the provider the upstream's effects are at,
+    per-tool overrides of the effect class and action name, and the upstream call timeout."""
+
+    provider: str
+    effects: Mapping[str, Effect] = field(default_factory=dict)
+    actions: Mapping[str, str] = field(default_factory=dict)
+    #: Per tool, the arguments that are references probes need (see ToolEffects.correlate).
+    correlate: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    call_timeout_s: float = 30.0
+    #: The run of calls that name none (default: one per proxy process).
+    scope: str = field(default_factory=lambda: f"mcp-proxy-{uuid.uuid4().hex}")
+
+
+class ReconcilingProxy:
+    """Serves `server()` in front of a connected upstream `Client`."""
+
+    def __init__(self, upstream: Client, settings: ProxySettings,
+                 backend: Recorder | None = None) -> None:
+        self.upstream = upstream
+        self.settings = settings
+        self.backend = backend
+        self.classes: dict[str, Effect] = {}
+
+    def server(self) -> Server[Any]:
+        return Server("reconciler-mcp-proxy", on_list_tools=self.list_tools,
+                      on_call_tool=self.call_tool)
+
+    def _effects(self) -> ToolEffects:
+        return ToolEffects(self.settings.provider, backend=self.backend,
+                           effects={**self.classes, **self.settings.effects},
+                           actions=self.settings.actions, classify=upstream_outcome,
+                           receipt=result_receipt, correlate=self.settings.correlate,
+                           passthrough=(UpstreamToolError,))
+
+    def scope(self, params: types.CallToolRequestParams) -> str:
+        meta: Mapping[str, Any] = params.meta or {}
+        given = meta.get(RUN_META)
+        return given if isinstance(given, str) and given else self.settings.scope
+
+    async def list_tools(self, ctx: ServerRequestContext[Any],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        listed = await self.upstream.list_tools(cursor=params.cursor if params else None)
+        self.classes.update({tool.name: effect_of(tool) for tool in listed.tools})
+        # A gated tool may answer with what happened instead of its result, which no output
+        # schema of the upstream's describes: its schema is not re-exported.
+        return listed.model_copy(update={"tools": [
+            tool if self._effects().effect_of(tool.name) is Effect.READ_ONLY
+            else tool.model_copy(update={"output_schema": None}) for tool in listed.tools]})
+
+    async def call_tool(self, ctx: ServerRequestContext[Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name not in self.classes:  # a client that calls without listing first
+            await self.list_tools(ctx, None)
+        arguments = dict(params.arguments or {})
+
+        async def forward() -> types.CallToolResult:
+            result = await self.upstream.call_tool(
+                params.name, arguments, read_timeout_seconds=self.settings.call_timeout_s)
+            if result.is_error:
+                raise UpstreamToolError(result)
+            return result
+
+        try:
+            answer = await self._effects().arun(self.scope(params), params.name,
+                                                arguments, forward)
+        except UpstreamToolError as failed:
+            return failed.result
+        if isinstance(answer, ToolOutcome):
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=answer.message)],
+                is_error=answer.final)
+        return answer

@@ -1,0 +1,86 @@
+"""Running the proxy: its configuration file, its backend, and serving it over stdio.
+
+    [mcp_proxy]
+    provider = "chat"                 # the provider the upstream's effects are at
+    call_timeout_s = 30               # an upstream call slower than this is ambiguous
+    scope = "support-agent-7"         # the run of calls that name none in _meta
+    [mcp_proxy.tools.send_message]
+    effect = "non_idempotent"         # overrides the tool's annotations
+    action = "send"
+    correlate = ["channel"]           # arguments that are references probes need
+
+    [providers.chat]                  # with --db: the provider's contract and probes, as in
+    ...                               # the sidecar's configuration (probes may be mcp_read)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+from mcp.server.stdio import stdio_server
+
+from probes.base import Probe
+from probes.config import parse_config
+from reconciler.client import ReconcilerClient
+from reconciler.client.effects import Recorder
+from reconciler.domain import Effect
+from reconciler.effect_backends import EmbeddedBackend
+from reconciler.errors import ReconcilerError
+from reconciler.mcpproxy.proxy import ProxySettings, ReconcilingProxy
+from reconciler.service.settings import read_config
+
+
+class ProxyConfigError(ReconcilerError):
+    """The proxy's configuration is not usable; the message names the file and the key."""
+
+
+def load_settings(path: Path | None, provider: str | None) -> tuple[ProxySettings, dict[str, Any]]:
+    """The proxy's settings and the rest of the file (its `[providers.*]` tables)."""
+    data = read_config(path) if path else {}
+    table = data.pop("mcp_proxy", {})
+    where = str(path) if path else "the command line"
+    name = provider or table.get("provider")
+    if not isinstance(name, str) or not name:
+        raise ProxyConfigError(f"{where}: name the upstream's provider ([mcp_proxy] provider "
+                               "or --provider)")
+    tools = table.get("tools", {})
+    try:
+        effects = {t: Effect(spec["effect"]) for t, spec in tools.items() if "effect" in spec}
+    except ValueError as exc:
+        raise ProxyConfigError(f"{where}: [mcp_proxy.tools]: {exc}") from None
+    settings = ProxySettings(
+        name, effects=effects,
+        actions={t: str(spec["action"]) for t, spec in tools.items() if "action" in spec},
+        correlate={t: [str(a) for a in spec["correlate"]] for t, spec in tools.items()
+                   if "correlate" in spec},
+        call_timeout_s=float(table.get("call_timeout_s", 30.0)))
+    if "scope" in table:
+        settings.scope = str(table["scope"])
+    return settings, data
+
+
+def open_backend(sidecar: str | None, db: str | None, rest: dict[str, Any],
+                 source: str) -> Recorder:
+    """The sidecar at `sidecar`, or an embedded store at `db` with the file's providers."""
+    if db is None:
+        return ReconcilerClient(sidecar)
+    providers = parse_config(rest, source=source) if rest.get("providers") else {}
+
+    def probes_for(name: str) -> Sequence[Probe]:
+        setup = providers.get(name)
+        return setup.probes if setup else ()
+
+    return EmbeddedBackend(db, probes_for=probes_for,
+                           contracts=[p.contract for p in providers.values()])
+
+
+async def serve_stdio(upstream: StdioServerParameters | str, settings: ProxySettings,
+                      backend: Recorder) -> None:
+    """Connect to the upstream, then serve the proxy on this process's stdin and stdout."""
+    async with Client(upstream) as client:
+        server = ReconcilingProxy(client, settings, backend).server()
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())

@@ -1,0 +1,99 @@
+"""A provider as a plain Python object, for `@effect` and the framework adapters' tests: it
+charges by idempotency key, can lose its answer after charging or fail before, and has an
+authoritative probe that lists its charges by key. Both backends of `reconciler.effect` (the
+embedded store and a sidecar over HTTP) are built on it by `backends`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from probes.base import Probe, ProbeTarget, utc_now
+from reconciler.client import ReconcilerClient
+from reconciler.client.effects import Recorder
+from reconciler.domain import Authority, Match, Observation, ProviderContract, Receipt
+from reconciler.effect_backends import EmbeddedBackend
+from reconciler.ledger import Ledger
+from reconciler.service.app import create_app
+from reconciler.service.settings import Settings
+from reconciler.store.schema import open_store
+
+from service_harness import serving
+
+PROVIDER = "ledger"
+CONTRACT = ProviderContract(PROVIDER, idempotency_keys=True, visibility_lag_s=0.0)
+
+
+class Lost(TimeoutError):
+    """The provider's answer never came back (a read timeout, as the caller sees it)."""
+
+
+@dataclass
+class Provider:
+    """Charges by key. `faults` are used up in order, one per call: "lose_response" charges
+    and then times out, "fail_before_commit" times out without charging, "refuse" refuses the
+    connection (nothing sent)."""
+
+    charges: list[tuple[str, str]] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)
+    calls: int = 0
+
+    def charge(self, key: str, amount: int) -> dict[str, Any]:
+        self.calls += 1
+        fault = self.faults.pop(0) if self.faults else None
+        if fault == "refuse":
+            raise ConnectionRefusedError("connection refused")
+        if fault == "fail_before_commit":
+            raise Lost("read timed out")
+        ref = f"ch_{len(self.charges) + 1}"
+        self.charges.append((key, ref))
+        if fault == "lose_response":
+            raise Lost("read timed out")
+        return {"id": ref, "amount": amount}
+
+    def refs(self, key: str | None) -> list[str]:
+        return [ref for k, ref in self.charges if k == key]
+
+
+@dataclass
+class ChargesProbe:
+    """Authoritative: the provider's own list of charges under the operation's key."""
+
+    provider: Provider
+    name: str = "ledger.charges"
+
+    def probe(self, target: ProbeTarget) -> Observation | Receipt:
+        return Observation(target.operation_id, utc_now(), self.name, Authority.AUTHORITATIVE,
+                           tuple(Match(ref) for ref in self.provider.refs(
+                               target.idempotency_key)))
+
+
+def probes_for(provider: Provider) -> Any:
+    def lookup(name: str) -> Sequence[Probe]:
+        return [ChargesProbe(provider)] if name == PROVIDER else []
+    return lookup
+
+
+@contextmanager
+def backend(kind: str, provider: Provider, tmp_path: Path,
+            probes: Sequence[Probe] | None = None) -> Iterator[Recorder]:
+    """An embedded store, or a sidecar on loopback, probing `provider` (or with `probes`)."""
+    db = f"sqlite:///{tmp_path / f'{kind}.db'}"
+    lookup = probes_for(provider) if probes is None else (
+        lambda name: probes if name == PROVIDER else [])
+    if kind == "embedded":
+        with EmbeddedBackend(db, probes_for=lookup, contracts=[CONTRACT]) as b:
+            yield b
+        return
+    store = open_store(db)
+    store.put_contract(CONTRACT)
+    app = create_app(Settings(db=db, sweep_interval_s=0), ledger=Ledger(store),
+                     probes_for=lookup)
+    with serving(app) as url, ReconcilerClient(url) as client:
+        yield client
+
+
+BACKENDS = ("embedded", "sidecar")

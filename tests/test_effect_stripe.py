@@ -1,0 +1,154 @@
+"""`@effect` around the official `stripe` SDK (a non-httpx client: requests underneath), pointed
+at the sandbox provider's Stripe-like API or at sockets that fail the way networks do."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import stripe
+
+from reconciler.domain import Outcome
+from reconciler.effect import Applied, effect
+from reconciler.effect_backends import EmbeddedBackend
+from reconciler.sandbox import RunningSandbox, running_sandbox
+
+EXAMPLE_CONFIG = Path(__file__).parent.parent / "examples" / "reconciler.toml"
+
+
+def stripe_client(base: str, timeout_s: float = 2.0) -> Any:
+    """The SDK as a user sets it up, but for the base URL; its own retries off (a blind retry
+    inside the SDK is the thing the gate exists to prevent)."""
+    return stripe.StripeClient("sk_test_reconciler", base_addresses={"api": base},
+                               http_client=stripe.RequestsClient(timeout=timeout_s),
+                               max_network_retries=0)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[EmbeddedBackend]:
+    with EmbeddedBackend(f"sqlite:///{tmp_path / 'r.db'}") as backend:
+        yield backend
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """Accepts connections and reads, never answers: a provider that has the request."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            held.append(conn)
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    thread.join(5)
+    for conn in held:
+        conn.close()
+    listener.close()
+
+
+def closed_port() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def charge_with(client: Any, store: EmbeddedBackend, key: str,
+                headers: dict[str, str] | None = None) -> Any:
+    params = {"amount": 1200, "currency": "eur", "metadata": {"operation_id": key}}
+
+    @effect(provider="payments", action="charge", key=key, params=params, backend=store)
+    def charge() -> Any:
+        return client.v1.charges.create(params=params, options={
+            "idempotency_key": key, **({"headers": headers} if headers else {})})
+    return charge
+
+
+def outcome(store: EmbeddedBackend, key: str) -> tuple[Outcome, int | None]:
+    [attempt] = store.reconcile(key).attempts
+    return attempt.outcome, attempt.status
+
+
+def test_a_refused_connection_is_not_sent(store: EmbeddedBackend) -> None:
+    with pytest.raises(stripe.APIConnectionError):
+        charge_with(stripe_client(closed_port()), store, "k-refused")()
+    assert outcome(store, "k-refused") == (Outcome.NOT_SENT, None)
+
+
+def test_a_read_timeout_is_a_timeout(store: EmbeddedBackend, silent_server: str) -> None:
+    with pytest.raises(stripe.APIConnectionError):
+        charge_with(stripe_client(silent_server, timeout_s=0.3), store, "k-timeout")()
+    assert outcome(store, "k-timeout") == (Outcome.TIMEOUT, None)
+
+
+def test_an_error_answer_is_a_response_with_its_status(store: EmbeddedBackend) -> None:
+    with running_sandbox() as sandbox:
+        client = stripe_client(f"{sandbox.url}/pay")
+
+        @effect(provider="payments", action="charge", key="k-400", params={},
+                backend=store)
+        def bad_charge() -> object:
+            return client.v1.charges.create(params={"currency": "eur"})  # no amount
+
+        with pytest.raises(stripe.InvalidRequestError):
+            bad_charge()
+    assert outcome(store, "k-400") == (Outcome.RESPONSE, 400)
+
+
+@pytest.fixture
+def sandbox() -> Iterator[RunningSandbox]:
+    with running_sandbox() as handle:
+        probe = stripe_client(f"{handle.url}/pay")
+        try:
+            probe.v1.charges.create(params={"amount": 1, "currency": "eur"})
+        except stripe.InvalidRequestError as refused:
+            if "JSON" in str(refused):
+                pytest.skip("the sandbox takes JSON bodies only; the stripe SDK sends form "
+                            f"bodies ({refused})")
+            raise
+        yield handle
+
+
+@pytest.fixture
+def probing(tmp_path: Path, sandbox: RunningSandbox) -> Iterator[EmbeddedBackend]:
+    config = tmp_path / "reconciler.toml"
+    config.write_text(EXAMPLE_CONFIG.read_text().replace("http://127.0.0.1:8081", sandbox.url)
+                      .replace("visibility_lag_s = 5", "visibility_lag_s = 0"))
+    with EmbeddedBackend(f"sqlite:///{tmp_path / 'p.db'}", config=config) as backend:
+        yield backend
+
+
+def charges(sandbox: RunningSandbox) -> list[str]:
+    return [r.ref for r in sandbox.state.objects() if r.provider == "pay"]
+
+
+def test_a_charge_is_recorded_with_the_sdk_objects_id(probing: EmbeddedBackend,
+                                                      sandbox: RunningSandbox) -> None:
+    result = charge_with(stripe_client(f"{sandbox.url}/pay"), probing, "k-ok")()
+    attempt = probing.reconcile("k-ok").attempts[0]
+    assert attempt.receipt is not None and attempt.receipt.provider_ref == result.id
+
+
+def test_a_charge_whose_answer_was_lost_is_not_sent_again(probing: EmbeddedBackend,
+                                                          sandbox: RunningSandbox) -> None:
+    sandbox.state.configure(hold_s=2.0)
+    lost = charge_with(stripe_client(f"{sandbox.url}/pay", timeout_s=0.5), probing, "k-lost",
+                       {"X-Sandbox-Fault": "lose_response"})
+    with pytest.raises(stripe.APIConnectionError):
+        lost()
+    again = charge_with(stripe_client(f"{sandbox.url}/pay"), probing, "k-lost")()
+    assert isinstance(again, Applied)
+    assert charges(sandbox) == [again.provider_ref]
