@@ -83,7 +83,7 @@ def test_a_cookie_set_on_one_call_is_not_sent_with_the_next() -> None:
         return httpx.Response(200, json={"data": [charge("ch_1")]},
                               headers={"set-cookie": "session=abc; Path=/"})
 
-    p = probe("stripe_like.search", handler)
+    p = probe("stripe.payment_intents.search", handler)
     observe(p)
     observe(p)
     assert sent == [None, None]
