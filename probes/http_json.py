@@ -125,7 +125,9 @@ def _credential(opts: Options, env: Mapping[str, str]) -> Credential | None:
     token_env, header = opts.string("token_env"), opts.string("auth_header")
     username_env = opts.string("username_env")
     default = "basic" if username_env else "header" if header else "bearer"
-    scheme = opts.choice("auth", ("bearer", "header", "basic"), default)
+    scheme = opts.choice("auth", ("bearer", "header", "basic", "none"), default)
+    if scheme == "none":  # a provider that takes no credential, like the sandbox
+        return None
     if token_env is None:
         if header or username_env or opts.has("auth"):
             raise opts.error("'auth', 'auth_header' and 'username_env' need 'token_env'")

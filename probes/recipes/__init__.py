@@ -3,7 +3,8 @@
 
 A recipe fixes the shape of its provider's answer and ships, as its defaults, what the
 provider documents: the authority its endpoint earns (SPEC section 3) and, for a lagging read,
-the least `visibility_lag_s` worth configuring (`least_lag_s`). The configuration may set any
+the least `visibility_lag_s` worth configuring (`least_lag_s`; set it lower only for a
+provider you measured, or the sandbox). The configuration may set any
 option (`params` and `headers` merge key by key with the recipe's), may lower the authority
 (say, `weak` for a read behind a cache) but never raise it past `strongest`: a zero from a
 read that cannot prove absence would open a retry that duplicates the effect.
@@ -70,6 +71,10 @@ def recipe_factory(recipe_name: str) -> Callable[..., HttpJsonProbe]:
               clock: Callable[[], datetime] = utc_now) -> HttpJsonProbe:
         where = f"probe {name!r} ({recipe_name})"
         given = dict(options)
+        least_lag_s = given.pop("least_lag_s", recipe.least_lag_s)
+        if isinstance(least_lag_s, bool) or not isinstance(least_lag_s, int | float) \
+                or least_lag_s < 0:
+            raise ProbeConfigError(f"{where}: 'least_lag_s' must be a number of seconds >= 0")
         merged = merge(recipe.preset, recipe.adapt(given, where) if recipe.adapt else given)
         claimed = merged["authority"]
         strength = _STRENGTH.get(claimed) if isinstance(claimed, str) else None
@@ -78,7 +83,7 @@ def recipe_factory(recipe_name: str) -> Callable[..., HttpJsonProbe]:
                 f"{where}: this read proves at most {recipe.strongest.value!r}; "
                 f"authority {claimed!r} would let a zero it cannot prove open a retry")
         probe = http_json(name, merged, env, transport=transport, clock=clock)
-        probe.least_lag_s = recipe.least_lag_s if probe.spec.authority is Authority.LAGGING \
+        probe.least_lag_s = float(least_lag_s) if probe.spec.authority is Authority.LAGGING \
             else 0.0
         return probe
 

@@ -66,8 +66,8 @@ SHAPES: dict[str, Shape] = {shape.provider: shape for shape in (
     # With a provider idempotency key, a same-key retry is idempotent: the only retryable one.
     Shape("payments", "charges.create", Effect.IDEMPOTENT_WRITE, "/pay", "/v1/charges",
           {"amount": 1250, "currency": "eur", "metadata": {"operation_id": OPERATION}},
-          receipt_ref="id", receipt_hash="request_hash", keyed=True),
-    # Postmark answers a MessageID but no request hash: a reference, never a bound receipt.
+          receipt_ref="id", keyed=True),
+    # Providers answer a reference but no request hash: a reference, never a bound receipt.
     Shape("email", "email.send", Effect.NON_IDEMPOTENT, "/mail", "/email",
           {"From": "agent@example.test", "To": "customer@example.test",
            "Subject": "Your booking", "TextBody": "Booked for Tuesday.",
@@ -77,14 +77,12 @@ SHAPES: dict[str, Shape] = {shape.provider: shape for shape in (
           {"channel": CHANNEL, "text": "Deploy finished.",
            "metadata": {"event_type": "agent_action",
                         "event_payload": {"operation_id": OPERATION}}},
-          receipt_ref="ts", receipt_hash="message.request_hash",
-          correlation={"channel": CHANNEL}),
+          receipt_ref="ts", correlation={"channel": CHANNEL}),
     # GitHub has no idempotency at all; the marker in the body is how the issue is found again.
     Shape("issues", "issues.create", Effect.NON_IDEMPOTENT, "/gh", f"/repos/{OWNER}/{REPO}/issues",
           {"title": "Flaky deploy",
            "body": f"Seen twice today.\n<!-- reconciler:op={OPERATION} -->"},
-          receipt_ref="number", receipt_hash="request_hash",
-          correlation={"owner": OWNER, "repo": REPO}),
+          receipt_ref="number", correlation={"owner": OWNER, "repo": REPO}),
 )}
 
 

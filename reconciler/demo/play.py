@@ -99,6 +99,7 @@ class Demo:
                                                 holder="demo-agent"))
             path.append(GRANTED if answer.allowed else REFUSED)
             if answer.allowed:
+                time.sleep(scenario.retry.after_s)
                 wire.append(self._send(intent, 2, scenario.retry.fault))
                 path.append(self._reconcile(intent.operation_id)[-1].value)
             else:

@@ -1,4 +1,7 @@
-"""Issues, GitHub-like, under /gh: no idempotency at all; found by a marker in the body."""
+"""Issues, GitHub's REST wire format, under /gh: no idempotency at all; found by a marker in the
+body. Lists page with the `Link` header and filter by `since`; search answers
+`incomplete_results` (always false here: the sandbox never times out a search).
+"""
 
 from __future__ import annotations
 
@@ -26,11 +29,12 @@ def _ref(owner: str, repo: str, number: int) -> str:
 
 
 def _parse_search(q: str) -> tuple[str, str | None]:
-    """`<text> repo:<owner>/<repo>` -> (text, repo). Only `repo:` is a qualifier, because the
-    marker itself (`reconciler:op=...`) looks like one; the text may be double-quoted."""
+    """`<text> repo:<owner>/<repo> [in:body]` -> (text, repo). Only `repo:` and `in:` are
+    qualifiers, because the marker itself (`reconciler:op=...`) looks like one; the text may be
+    double-quoted."""
     words = q.split()
     repos = [w.removeprefix("repo:") for w in words if w.startswith("repo:")]
-    text = " ".join(w for w in words if not w.startswith("repo:"))
+    text = " ".join(w for w in words if not w.startswith(("repo:", "in:")))
     if len(text) >= 2 and text[0] == text[-1] == '"':
         text = text[1:-1]
     return text, repos[-1] if repos else None
@@ -61,8 +65,9 @@ async def create_issue(
             "html_url": f"{base_url}gh/repos/{owner}/{repo}/issues/{seq}",
             "title": title,
             "body": text,
+            "state": "open",
             "created_at": rfc3339(now),
-            "request_hash": body.request_hash,
+            "updated_at": rfc3339(now),
         }
 
     def commit(copies: int) -> JSONResponse:
@@ -90,19 +95,26 @@ async def search_issues(state: State, q: str) -> JSONResponse:
         for r in state.search(PROVIDER)
         if (repo is None or r.scope == repo) and text in r.data["body"]
     ]
-    return JSONResponse({"total_count": len(items), "items": items})
+    return JSONResponse({"total_count": len(items), "incomplete_results": False, "items": items})
 
 
 # `state=` is accepted and ignored, since sandbox issues are never closed.
 @router.get("/repos/{owner}/{repo}/issues")
 async def list_issues(
+    request: Request,
     state: State,
     owner: str,
     repo: str,
     per_page: Annotated[int, Query(ge=1, le=100)] = 30,
     page: Annotated[int, Query(ge=1)] = 1,
+    since: str | None = None,
 ) -> JSONResponse:
     scope = f"{owner}/{repo}"
-    found = [r.data for r in state.listing(PROVIDER) if r.scope == scope]
+    found = [r.data for r in state.listing(PROVIDER) if r.scope == scope
+             and (since is None or r.data["updated_at"] >= since)]
     start = (page - 1) * per_page
-    return JSONResponse(found[start : start + per_page])
+    headers = {}
+    if start + per_page < len(found):
+        nxt = request.url.include_query_params(page=page + 1)
+        headers["Link"] = f'<{nxt}>; rel="next"'
+    return JSONResponse(found[start : start + per_page], headers=headers)

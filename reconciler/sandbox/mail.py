@@ -1,4 +1,5 @@
-"""Email, Postmark-like, under /mail: no idempotency key, found again by metadata."""
+"""Email, Postmark's wire format, under /mail: no idempotency key, found again by metadata
+(`metadata_<key>=` filters on the outbound search), errors as 422 with an `ErrorCode`."""
 
 from __future__ import annotations
 
@@ -39,8 +40,8 @@ async def send_email(
         return message_id, {
             "MessageID": message_id,
             "Metadata": metadata,
+            "Status": "Sent",
             "ReceivedAt": rfc3339(now),
-            "RequestHash": body.request_hash,
         }
 
     def commit(copies: int) -> JSONResponse:
@@ -60,16 +61,19 @@ async def send_email(
 
 @router.get("/messages/outbound")
 async def search_outbound(
+    request: Request,
     state: State,
-    metadata_operation_id: str | None = None,
-    count: Annotated[int, Query(ge=1, le=500)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    count: Annotated[int, Query(ge=1, le=500)],
+    offset: Annotated[int, Query(ge=0)],
 ) -> JSONResponse:
+    if count + offset > 10_000:
+        return JSONResponse({"ErrorCode": 603, "Message": "count + offset over 10000"}, 422)
+    wanted = {k.removeprefix("metadata_"): v for k, v in request.query_params.items()
+              if k.startswith("metadata_")}
     found = [
         r.data
         for r in state.search(PROVIDER)
-        if metadata_operation_id is None
-        or r.data["Metadata"].get("operation_id") == metadata_operation_id
+        if all(r.data["Metadata"].get(k) == v for k, v in wanted.items())
     ]
     return JSONResponse({"TotalCount": len(found), "Messages": found[offset : offset + count]})
 
@@ -78,5 +82,5 @@ async def search_outbound(
 async def message_details(state: State, message_id: str) -> JSONResponse:
     record = state.get(PROVIDER, message_id)
     if record is None:
-        return JSONResponse({"ErrorCode": 701, "Message": "Message not found"}, 404)
+        return JSONResponse({"ErrorCode": 701, "Message": "This message was not found."}, 422)
     return JSONResponse(record.data)

@@ -1,4 +1,11 @@
-"""Payments, Stripe-like, under /pay: charges with idempotency keys and a key lookup."""
+"""Payments, Stripe's wire format, under /pay: charges with idempotency keys, retrieved by id,
+listed (`created[gte]`, `limit`, `starting_after`, `has_more`) and searched (lagging).
+
+Bodies are form-encoded as Stripe takes them (`metadata[operation_id]=...`); a JSON body is
+read too, for the sandbox's own callers. Objects show what Stripe shows (`status`, `livemode`,
+`metadata` as given) and nothing Stripe lacks; errors are Stripe's error objects
+(`resource_missing`, `idempotency_key_in_use`, `parameter_missing`).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +13,12 @@ import re
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 
 from reconciler.sandbox.faults import Faults, perform_write, requested_faults
 from reconciler.sandbox.state import JSONObject, KeyRecord
-from reconciler.sandbox.wire import State, read_json_body, reads_available
+from reconciler.sandbox.wire import State, read_stripe_body, reads_available
 
 PROVIDER = "pay"
 
@@ -48,8 +55,9 @@ def _in_flight() -> JSONResponse:
     return _error(
         409,
         "idempotency_error",
-        "A request with this idempotency key is still being processed.",
-        "request_in_flight",
+        "There is currently another in-progress request using this Stripe Idempotency Key. "
+        "Please try again later.",
+        "idempotency_key_in_use",
     )
 
 
@@ -73,9 +81,9 @@ async def create_charge(
     faults: Annotated[Faults, Depends(requested_faults)],
     idempotency_key: Annotated[str | None, Header()] = None,
 ) -> JSONResponse:
-    body = await read_json_body(request)
+    body = await read_stripe_body(request)
     if body is None:
-        return _error(400, "invalid_request_error", "the body must be a JSON object")
+        return _error(400, "invalid_request_error", "the body must be form-encoded parameters")
     problem = _invalid_charge(body.data)
     if problem is not None:
         return _error(400, "invalid_request_error", problem)
@@ -93,7 +101,9 @@ async def create_charge(
             "currency": body.data["currency"],
             "metadata": body.data.get("metadata", {}),
             "created": int(now),
-            "request_hash": body.request_hash,
+            "status": "succeeded",
+            "paid": True,
+            "livemode": False,
         }
 
     def commit(copies: int) -> JSONResponse:
@@ -118,7 +128,32 @@ async def search_charges(state: State, query: str) -> JSONResponse:
         )
     key, value = match["key"], match["value"]
     data = [r.data for r in state.search(PROVIDER) if r.data["metadata"].get(key) == value]
-    return JSONResponse({"object": "search_result", "data": data})
+    return JSONResponse({"object": "search_result", "url": "/v1/charges/search",
+                         "has_more": False, "next_page": None, "data": data})
+
+
+@router.get("/v1/charges")
+async def list_charges(
+    state: State,
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=100)] = 10,
+    starting_after: str | None = None,
+) -> JSONResponse:
+    """Newest first, like Stripe; `created[gte]` bounds the window."""
+    gte = request.query_params.get("created[gte]")
+    records = state.listing(PROVIDER)
+    if gte is not None:
+        if not gte.isdigit():
+            return _error(400, "invalid_request_error", "Invalid integer: created[gte]")
+        records = [r for r in records if r.data["created"] >= int(gte)]
+    if starting_after is not None:
+        ids = [r.ref for r in records]
+        if starting_after not in ids:
+            return _missing(f"charge: {starting_after!r}")
+        records = records[ids.index(starting_after) + 1:]
+    page = records[:limit]
+    return JSONResponse({"object": "list", "url": "/v1/charges",
+                         "has_more": len(records) > limit, "data": [r.data for r in page]})
 
 
 @router.get("/v1/charges/{charge_id}")
@@ -129,7 +164,8 @@ async def get_charge(state: State, charge_id: str) -> JSONResponse:
     return JSONResponse(record.data)
 
 
-@router.get("/v1/idempotency_keys/{key}")
+# Not Stripe's: Stripe has no key lookup. The sandbox's own view of a key, for benchmarks.
+@router.get("/_sandbox/idempotency_keys/{key}")
 async def get_idempotency_key(state: State, key: str) -> JSONResponse:
     seen = state.key_record(key)
     if seen is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Annotated
+from urllib.parse import parse_qsl
 
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
@@ -54,4 +55,34 @@ async def read_json_body(request: Request) -> JsonBody | None:
         data = json.loads(await request.body())
         return JsonBody(data, request_hash(data)) if isinstance(data, dict) else None
     except (ValueError, HashInputError):
+        return None
+
+
+def _form_value(text: str) -> str | int:
+    # Stripe's integers (amount) arrive as digits; the rest stay strings.
+    return int(text) if text.isdigit() and not text.startswith("0") else text
+
+
+async def read_stripe_body(request: Request) -> JsonBody | None:
+    """A Stripe request body: form-encoded with bracketed keys (`metadata[operation_id]=...`),
+    as Stripe's API and SDKs send it, or, for the sandbox's own callers, a JSON object."""
+    if not request.headers.get("content-type", "").startswith(
+            "application/x-www-form-urlencoded"):
+        return await read_json_body(request)
+    data: JSONObject = {}
+    for key, value in parse_qsl((await request.body()).decode("utf-8", "replace"),
+                                keep_blank_values=True):
+        outer, bracket, inner = key.partition("[")
+        if bracket and inner.endswith("]") and "[" not in inner:
+            nested = data.setdefault(outer, {})
+            if not isinstance(nested, dict):
+                return None
+            nested[inner[:-1]] = value
+        elif not bracket:
+            data[key] = _form_value(value)
+        else:
+            return None
+    try:
+        return JsonBody(data, request_hash(data))
+    except HashInputError:
         return None
