@@ -1,5 +1,5 @@
-"""The sandbox's payments provider: idempotency keys and the receipt lookup, over real HTTP on
-loopback (docs/sandbox-api.md).
+"""The sandbox's payments provider: Stripe's form bodies, idempotency keys, lists and errors,
+and the sandbox's own key lookup, over real HTTP on loopback (docs/sandbox-api.md).
 
 One server serves the whole module; each test starts from a reset state on a manual clock.
 """
@@ -53,7 +53,7 @@ def charge_in_flight(
         httpx.Client(base_url=sandbox.url, timeout=5.0) as other,
     ):
         first = pool.submit(write, other, PAY, key=key, fault="delay=0.8")
-        wait_until(lambda: client.get(f"/pay/v1/idempotency_keys/{key}").status_code != 404)
+        wait_until(lambda: client.get(f"/pay/_sandbox/idempotency_keys/{key}").status_code != 404)
         yield first
         first.result(timeout=5.0)
 
@@ -67,7 +67,7 @@ def test_same_key_while_the_first_request_is_in_flight_answers_409(
     assert second.status_code == 409
     assert second.json()["error"] == {
         "type": "idempotency_error",
-        "code": "request_in_flight",
+        "code": "idempotency_key_in_use",
         "message": second.json()["error"]["message"],
     }
     assert first.result().status_code == 200
@@ -78,10 +78,10 @@ def test_key_lookup_while_the_first_request_is_in_flight_answers_409(
     sandbox: RunningSandbox, client: httpx.Client
 ) -> None:
     with charge_in_flight(sandbox, client, "k-busy"):
-        lookup = client.get("/pay/v1/idempotency_keys/k-busy")
+        lookup = client.get("/pay/_sandbox/idempotency_keys/k-busy")
 
     assert lookup.status_code == 409
-    assert lookup.json()["error"]["code"] == "request_in_flight"
+    assert lookup.json()["error"]["code"] == "idempotency_key_in_use"
 
 
 @pytest.mark.parametrize("missing", ["amount", "currency"])
@@ -102,7 +102,7 @@ def test_key_lookup_returns_the_receipt_bound_to_the_first_request(
 ) -> None:
     charge = write(client, PAY, key="k-1").json()
 
-    receipt = client.get("/pay/v1/idempotency_keys/k-1")
+    receipt = client.get("/pay/_sandbox/idempotency_keys/k-1")
 
     assert receipt.status_code == 200
     assert receipt.json() == {
@@ -114,7 +114,7 @@ def test_key_lookup_returns_the_receipt_bound_to_the_first_request(
 
 
 def test_key_lookup_of_a_key_never_seen_answers_404(client: httpx.Client) -> None:
-    answer = client.get("/pay/v1/idempotency_keys/never-sent")
+    answer = client.get("/pay/_sandbox/idempotency_keys/never-sent")
 
     assert answer.status_code == 404
     assert answer.json()["error"]["code"] == "resource_missing"
@@ -149,7 +149,7 @@ def test_retry_after_fail_before_commit_creates_the_charge(client: httpx.Client)
 def test_ack_no_effect_leaves_no_key_record_and_no_charge(client: httpx.Client) -> None:
     acked = write(client, PAY, key="k-1", fault="ack_no_effect").json()
 
-    assert client.get("/pay/v1/idempotency_keys/k-1").status_code == 404
+    assert client.get("/pay/_sandbox/idempotency_keys/k-1").status_code == 404
     assert client.get(f"/pay/v1/charges/{acked['id']}").status_code == 404
 
 
@@ -157,6 +157,38 @@ def test_duplicate_with_a_key_records_the_first_charge(client: httpx.Client) -> 
     write(client, PAY, key="k-1", fault="duplicate")
     first, _ = stored(client, "pay")
 
-    receipt = client.get("/pay/v1/idempotency_keys/k-1").json()
+    receipt = client.get("/pay/_sandbox/idempotency_keys/k-1").json()
 
     assert receipt["charge_id"] == first["ref"]
+
+
+def test_a_form_encoded_charge_is_read_as_stripe_sends_it(client: httpx.Client) -> None:
+    form = {"amount": "1200", "currency": "eur", "metadata[operation_id]": "op-1"}
+
+    answer = client.post(PAY.path, data=form, headers={"Idempotency-Key": "k-1"})
+    again = client.post(PAY.path, data=form, headers={"Idempotency-Key": "k-1"})
+
+    assert answer.status_code == 200
+    charge = answer.json()
+    assert (charge["amount"], charge["metadata"], charge["status"], charge["livemode"]) == (
+        1200, {"operation_id": "op-1"}, "succeeded", False)
+    assert "request_hash" not in charge
+    assert again.json() == charge  # the JSON and form bodies of one charge are one request
+    assert stored(client, "pay")[0]["request_hash"] == request_hash(PAY.body("op-1"))
+
+
+def test_the_charge_list_pages_newest_first_within_the_created_window(
+    client: httpx.Client, clock: ManualClock
+) -> None:
+    old = write(client, PAY, "op-1").json()
+    clock.advance(100)
+    newer = [write(client, PAY, f"op-{n}").json() for n in (2, 3, 4)]
+
+    window = {"created[gte]": str(old["created"] + 50), "limit": "2"}
+    first = client.get("/pay/v1/charges", params=window).json()
+    rest = client.get("/pay/v1/charges",
+                      params={**window, "starting_after": first["data"][-1]["id"]}).json()
+
+    assert (first["object"], first["has_more"]) == ("list", True)
+    assert [c["id"] for c in first["data"] + rest["data"]] == [c["id"] for c in newer[::-1]]
+    assert rest["has_more"] is False

@@ -19,7 +19,7 @@ from reconciler.sandbox.wire import State, read_json_body, reads_available
 
 PROVIDER = "chat"
 #: Slack conversation ids: C (channel), G (private), D (direct), then upper-case alphanumerics.
-_CHANNEL = re.compile(r"[CGD][A-Z0-9]{2,}")
+_CHANNEL = re.compile(r"[CGD][A-Z0-9]+")
 
 router = APIRouter(prefix="/chat", tags=["chat"], dependencies=[Depends(reads_available)])
 
