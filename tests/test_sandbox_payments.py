@@ -192,3 +192,60 @@ def test_the_charge_list_pages_newest_first_within_the_created_window(
     assert (first["object"], first["has_more"]) == ("list", True)
     assert [c["id"] for c in first["data"] + rest["data"]] == [c["id"] for c in newer[::-1]]
     assert rest["has_more"] is False
+
+
+def test_a_key_is_forgotten_after_its_retention_and_a_reuse_is_a_new_request(
+    client: httpx.Client, clock: ManualClock
+) -> None:
+    first = write(client, PAY, key="k-1").json()
+    clock.advance(86_400 + 1)
+
+    again = write(client, PAY, key="k-1")
+
+    assert "Idempotent-Replayed" not in again.headers
+    assert again.json()["id"] != first["id"]
+    assert len(stored(client, "pay")) == 2
+
+
+def test_a_payment_intent_is_created_confirmed_and_found_by_id_list_and_search(
+    client: httpx.Client,
+) -> None:
+    form = {"amount": "1250", "currency": "eur", "confirm": "true",
+            "payment_method": "pm_card_visa", "metadata[operation_id]": "op-1"}
+
+    made = client.post("/pay/v1/payment_intents", data=form).json()
+
+    assert (made["object"], made["status"]) == ("payment_intent", "succeeded")
+    assert client.get(f"/pay/v1/payment_intents/{made['id']}").json() == made
+    assert client.get(f"/pay/v1/charges/{made['id']}").status_code == 404
+    listed = client.get("/pay/v1/payment_intents", params={"created[gte]": "0"}).json()
+    assert [p["id"] for p in listed["data"]] == [made["id"]]
+    found = client.get("/pay/v1/payment_intents/search",
+                       params={"query": "metadata['operation_id']:'op-1'"}).json()
+    assert [p["id"] for p in found["data"]] == [made["id"]]
+
+
+def test_a_declined_card_answers_402_and_the_intent_stays_requires_payment_method(
+    client: httpx.Client,
+) -> None:
+    form = {"amount": "1250", "currency": "eur", "confirm": "true",
+            "payment_method": "pm_card_chargeDeclined"}
+
+    declined = client.post("/pay/v1/payment_intents", data=form,
+                           headers={"Idempotency-Key": "k-d"})
+    replayed = client.post("/pay/v1/payment_intents", data=form,
+                           headers={"Idempotency-Key": "k-d"})
+
+    assert declined.status_code == replayed.status_code == 402
+    error = declined.json()["error"]
+    assert (error["type"], error["code"]) == ("card_error", "card_declined")
+    assert error["payment_intent"]["status"] == "requires_payment_method"
+    assert replayed.headers["Idempotent-Replayed"] == "true"  # Stripe saves errors too
+
+
+def test_a_missing_parameter_is_stripes_parameter_missing(client: httpx.Client) -> None:
+    answer = client.post("/pay/v1/payment_intents", data={"currency": "eur"})
+
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == "parameter_missing"
+    assert answer.json()["error"]["param"] == "amount"

@@ -32,6 +32,8 @@ class SandboxConfig(BaseModel):
     cached_list: bool = False
     read_unavailable: bool = False
     hold_s: float = Field(default=30.0, ge=0)
+    #: How long an idempotency key is kept (Stripe: at least 24 hours), then forgotten.
+    key_retention_s: float = Field(default=86_400.0, ge=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,7 @@ class KeyRecord:
     request_hash: str
     created_at: float
     response: JSONObject | None = None
+    status: int = 200
 
 
 class SandboxState:
@@ -143,16 +146,19 @@ class SandboxState:
         """The existing record of `key`, or None after recording it as in flight for this
         request (check and claim are one step, so two concurrent requests cannot both win)."""
         with self._lock:
+            now = self.clock.now()
             seen = self._keys.get(key)
+            if seen is not None and now - seen.created_at > self._config.key_retention_s:
+                seen = None  # pruned: a reused key makes a new request, as at Stripe
             if seen is None:
-                self._keys[key] = KeyRecord(key, request_hash, self.clock.now())
+                self._keys[key] = KeyRecord(key, request_hash, now)
             return seen
 
-    def finish_key(self, key: str, response: JSONObject) -> None:
+    def finish_key(self, key: str, response: JSONObject, status: int = 200) -> None:
         with self._lock:
             seen = self._keys.get(key)
             if seen is not None:  # a reset while the request was in flight forgot it
-                self._keys[key] = replace(seen, response=response)
+                self._keys[key] = replace(seen, response=response, status=status)
 
     def release_key(self, key: str) -> None:
         """Forget `key` if its request never finished (nothing committed, so a retry is new)."""
