@@ -142,15 +142,22 @@ def table_of(model: Any) -> Table:
 
 
 def probe_config(sandbox_url: str) -> dict[str, Any]:
-    """The provider's contract and its one probe, the authoritative lookup of the key record
-    (`stripe_like.idempotency_record`), as a configuration file would hold them."""
+    """The provider's contract and its one probe, an authoritative lookup of the sandbox's own
+    key record (an `http_json` probe: Stripe has no such endpoint), as a configuration file
+    would hold them."""
     return {"providers": {PROVIDER: {
         "idempotency_keys": CONTRACT.idempotency_keys,
         "max_attempts": CONTRACT.max_attempts,
         "reconcile_deadline_s": CONTRACT.reconcile_deadline_s,
         "visibility_lag_s": CONTRACT.visibility_lag_s,
-        "probes": [{"use": "stripe_like.idempotency_record", "base_url": sandbox_url + "/pay",
-                    "tries": 2, "backoff_s": 0.05, "timeout_s": 5.0, "deadline_s": 10.0}]}}}
+        "probes": [{"use": "http_json", "name": "sandbox.key_record",
+                    "base_url": sandbox_url + "/pay",
+                    "path": "/_sandbox/idempotency_keys/{idempotency_key}", "item": "",
+                    "ref": "charge_id", "hash": "request_hash", "emit": "receipt",
+                    "where": {"key": "{idempotency_key}"}, "not_found": "zero",
+                    "not_found_where": {"error.code": "resource_missing"},
+                    "authority": "authoritative", "tries": 2, "backoff_s": 0.05,
+                    "timeout_s": 5.0, "deadline_s": 10.0}]}}}
 
 
 def toml_config(sandbox_url: str, service: dict[str, object]) -> str:
@@ -161,6 +168,8 @@ def toml_config(sandbox_url: str, service: dict[str, object]) -> str:
     def value(v: object) -> str:
         if isinstance(v, bool):
             return "true" if v else "false"
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f'"{k}" = {value(x)}' for k, x in v.items()) + " }"
         return f'"{v}"' if isinstance(v, str) else str(v)
 
     lines = ["[service]", *(f"{k} = {value(v)}" for k, v in service.items()), "",

@@ -65,7 +65,8 @@ def test_retries_are_bounded_then_unavailable(step: Any, error: str) -> None:
     (httpx.Response(200, text="<html>oops</html>"), "the response is not JSON"),
     (httpx.Response(200, json={"data": {"not": "a list"}}), "'data' is not a list of objects"),
     (httpx.Response(200, json={"object": "search_result"}), "no 'data' in the response"),
-    (httpx.Response(200, json={"data": [{"metadata": {"operation_id": OP}, "status": "succeeded"}]}),
+    (httpx.Response(200, json={"data": [{"metadata": {"operation_id": OP},
+                                         "status": "succeeded"}]}),
      "a matching item has no 'id'"),
     (httpx.Response(302, headers={"Location": "http://elsewhere.test/"}), "HTTP 302"),
     (httpx.Response(200, content=b"[" * 2_000_000), "response larger than 1048576 bytes"),
@@ -112,7 +113,8 @@ def test_a_hanging_read_is_cut_by_the_timeout(silent_server: str) -> None:
 
 def test_the_deadline_bounds_all_tries_together(silent_server: str) -> None:
     p = recipe_factory("stripe.payment_intents.search")(
-        "s", {"base_url": silent_server, "timeout_s": 5, "deadline_s": 0.3, "tries": 10}, STRIPE_ENV)
+        "s", {"base_url": silent_server, "timeout_s": 5, "deadline_s": 0.3, "tries": 10},
+        STRIPE_ENV)
     started = time.monotonic()
     assert observe(p).authority is Authority.UNAVAILABLE
     assert time.monotonic() - started < 1.5

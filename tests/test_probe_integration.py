@@ -26,7 +26,7 @@ from probes.http_json import http_json
 from probes.recipes import RECIPES, recipe_factory
 from probes.registry import ProbeRegistry
 from reconciler.demo.agent import SHAPES, dispatch, plan_intent
-from reconciler.domain import Authority, Decision, Facts, Observation, Receipt, Verdict
+from reconciler.domain import Authority, Decision, Facts, Observation, Verdict
 from reconciler.ledger import Ledger
 from reconciler.sandbox import ManualClock, RunningSandbox, running_sandbox
 from reconciler.store.leases import SqlLeases

@@ -50,7 +50,8 @@ def test_stripe_list_reads_the_created_window_and_follows_starting_after() -> No
     handler, seen = pages(stripe_list(charge("pi_9", op="op-2"), charge("pi_8"), more=True),
                           stripe_list(charge("pi_7", op="op-3")))
     obs = observe(probe("stripe.payment_intents.list", handler))
-    assert (obs.authority, obs.matches) == (Authority.AUTHORITATIVE, (Match("pi_8", "sha256:pi_8"),))
+    assert (obs.authority, obs.matches) == (
+        Authority.AUTHORITATIVE, (Match("pi_8", "sha256:pi_8"),))
     first, second = (dict(r.url.params) for r in seen)
     # 2026-01-01T12:00Z less five minutes, for the provider's clock.
     assert first == {"created[gte]": "1767268500", "limit": "100"}
@@ -233,8 +234,8 @@ def test_a_github_search_with_incomplete_results_and_no_match_is_unavailable() -
 
 def test_github_issue_list_reads_since_the_intent_and_follows_link() -> None:
     nxt = "http://provider.test/pay/repos/octo/hello/issues?page=2&since=x"
-    handler, seen = pages(json([issue(3, "op-2")], link=f'<{nxt}>; rel="next", <{nxt}>; rel="last"'),
-                          json([issue(2, OP)]))
+    link = f'<{nxt}>; rel="next", <{nxt}>; rel="last"'
+    handler, seen = pages(json([issue(3, "op-2")], link=link), json([issue(2, OP)]))
     obs = observe(probe("github.issues.list", handler))
     assert (obs.authority, obs.matches) == (Authority.LAGGING, (Match("2"),))
     assert seen[0].url.params["since"] == "2026-01-01T11:55:00Z"

@@ -86,7 +86,9 @@ def test_get_by_id_returns_the_stored_object_and_nothing_the_provider_lacks(
 
 
 @pytest.mark.parametrize("case", BY_ID)
-def test_get_by_id_answers_the_providers_not_found_for_an_unknown_id(client: httpx.Client, case: ByIdCase) -> None:
+def test_get_by_id_answers_the_providers_not_found_for_an_unknown_id(
+    client: httpx.Client, case: ByIdCase
+) -> None:
     answer = client.get(case.missing_path)
 
     assert answer.status_code == case.missing_status
