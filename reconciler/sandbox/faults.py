@@ -78,20 +78,30 @@ def requested_faults(x_sandbox_fault: Annotated[str | None, Header()] = None) ->
     return Faults() if x_sandbox_fault is None else parse_faults(x_sandbox_fault)
 
 
+#: A provider's own error answer for a status and a short message.
+ErrorShape = Callable[[int, str], JSONResponse]
+
+
+def plain_error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status)
+
+
 async def perform_write(
-    state: SandboxState, faults: Faults, commit: Callable[[int], JSONResponse]
+    state: SandboxState, faults: Faults, commit: Callable[[int], JSONResponse],
+    error: ErrorShape = plain_error,
 ) -> JSONResponse:
     """Run one write under its faults. `commit(copies)` stores that many objects and returns
-    the normal answer, which shows the first one."""
+    the normal answer, which shows the first one; `error` shapes the injected failures the way
+    the provider shapes its own (so its SDK reads them as it would the provider's)."""
     if faults.delay_s:
         await asyncio.sleep(faults.delay_s)
     if faults.fail_before_commit:
-        return JSONResponse({"error": "service unavailable"}, 503)
+        return error(503, "service unavailable")
     answer = commit(faults.copies)
     if faults.lose_response:
         await state.holds.hold(state.config.hold_s)
         # Reached only by a client more patient than hold_s, or when the server stops.
-        return JSONResponse({"error": "response lost"}, 504)
+        return error(504, "response lost")
     if faults.error_after_commit:
-        return JSONResponse({"error": "bad gateway"}, 502)
+        return error(502, "bad gateway")
     return answer

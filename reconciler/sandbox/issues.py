@@ -76,7 +76,8 @@ async def create_issue(
         )
         return JSONResponse(issue.data, 201)
 
-    return await perform_write(state, faults, commit)
+    return await perform_write(state, faults, commit,
+                               lambda status, message: JSONResponse({"message": message}, status))
 
 
 @router.get("/repos/{owner}/{repo}/issues/{number}")

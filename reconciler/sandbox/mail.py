@@ -56,7 +56,9 @@ async def send_email(
             }
         )
 
-    return await perform_write(state, faults, commit)
+    return await perform_write(
+        state, faults, commit,
+        lambda status, message: JSONResponse({"ErrorCode": 0, "Message": message}, status))
 
 
 @router.get("/messages/outbound")

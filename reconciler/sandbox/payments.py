@@ -75,6 +75,11 @@ def _invalid(body: JSONObject) -> JSONResponse | None:
     return None
 
 
+def _api_error(status: int, message: str) -> JSONResponse:
+    """Stripe's answer when its side failed: an `api_error` object."""
+    return _error(status, "api_error", message)
+
+
 def _missing(kind: str, ref: str) -> JSONResponse:
     return _error(404, "invalid_request_error", f"No such {kind}: '{ref}'", "resource_missing",
                   param="id")
@@ -165,7 +170,7 @@ async def _create(kind: _Kind, request: Request, state: State, faults: Faults,
         return JSONResponse(answer, code)
 
     try:
-        return await perform_write(state, faults, commit)
+        return await perform_write(state, faults, commit, _api_error)
     finally:
         if idempotency_key is not None:
             state.release_key(idempotency_key)

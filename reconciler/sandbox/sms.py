@@ -87,7 +87,8 @@ async def create_message(request: Request, state: State, account: str,
         # What Twilio answers at once: the message is queued, not yet sent.
         return JSONResponse({**made.data, "status": "queued", "date_sent": None}, 201)
 
-    return await perform_write(state, faults, commit)
+    return await perform_write(state, faults, commit,
+                               lambda status, message: _error(status, 20500, message))
 
 
 @router.get(_ROOT + "/Messages/{sid}.json")
