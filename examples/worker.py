@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import stripe
+from stripe.params import PaymentIntentCreateParams
 
 from reconciler.client import ReconcilerClient, intent
 from reconciler.errors import RetryRefusedError
@@ -53,8 +54,9 @@ def charge_customer(sidecar: str, api_base: str | None, run_id: str, tool_call_i
                        effect="idempotent_write", params=params, run_id=run_id,
                        tool_call_id=tool_call_id, derive_key=True)
     # The hash of the parameters above, attached so a probe's match is bound to this request.
-    sent = {**params, "metadata": {**params["metadata"],
-                                   "request_hash": operation.request_hash}}
+    sent: PaymentIntentCreateParams = {
+        "amount": 1200, "currency": "eur", "confirm": True, "payment_method": "pm_card_visa",
+        "metadata": {**params["metadata"], "request_hash": operation.request_hash}}
     client = stripe_client(api_base)
     faults = [fault] if fault else []
 
@@ -70,10 +72,9 @@ def charge_customer(sidecar: str, api_base: str | None, run_id: str, tool_call_i
             cause = exc.__cause__
             raise cause if isinstance(cause, httpx.TransportError) else exc from None
         except stripe.StripeError as exc:
-            answer = exc.http_body and stripe.StripeResponse(
-                exc.http_body, exc.http_status or 0, exc.headers or {})
-            if not answer:
+            if not exc.http_body or exc.http_status is None:
                 raise
+            answer = stripe.StripeResponse(exc.http_body, exc.http_status, exc.headers or {})
         assert answer is not None
         return httpx.Response(answer.code, content=answer.body.encode(),
                               headers=dict(answer.headers))

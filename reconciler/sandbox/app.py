@@ -17,8 +17,10 @@ def create_app(state: SandboxState | None = None) -> FastAPI:
         description="Fake Stripe, Postmark, Slack, GitHub and Twilio APIs with fault injection.",
     )
     app.state.sandbox = state or SandboxState()
-    for module in (payments, mail, chat, issues, sms, admin):
+    for module in (payments, chat, issues, sms, admin):
         app.include_router(module.router)
+    app.include_router(mail.router, prefix="/mail")
+    app.include_router(mail.router, include_in_schema=False)
 
     @app.exception_handler(ProviderError)
     async def provider_error(request: Request, exc: ProviderError) -> JSONResponse:

@@ -12,11 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Header
+from fastapi import Header, Request
 from fastapi.responses import JSONResponse
 
 from reconciler.sandbox.state import SandboxState
 from reconciler.sandbox.wire import ProviderError
+
+#: Paths served at the host's root, by the provider root they belong to (Postmark's).
+_ROOT_OF = {"email": "mail", "messages": "mail"}
 
 _FLAGS = frozenset(
     {"lose_response", "error_after_commit", "duplicate", "ack_no_effect", "fail_before_commit"}
@@ -73,8 +76,14 @@ def _delay_seconds(value: str) -> float:
     return seconds
 
 
-def requested_faults(x_sandbox_fault: Annotated[str | None, Header()] = None) -> Faults:
-    """Dependency: the faults a write asked for (none without the header)."""
+def requested_faults(request: Request,
+                     x_sandbox_fault: Annotated[str | None, Header()] = None) -> Faults:
+    """Dependency: the faults a write asked for (the header), else those armed for the next
+    write under its provider's root (`POST /_sandbox/faults`), else none."""
+    if x_sandbox_fault is None:
+        state: SandboxState = request.app.state.sandbox
+        root = request.url.path.strip("/").split("/")[0]
+        x_sandbox_fault = state.take_armed(_ROOT_OF.get(root, root))
     return Faults() if x_sandbox_fault is None else parse_faults(x_sandbox_fault)
 
 

@@ -5,12 +5,12 @@ body. Lists page with the `Link` header and filter by `since`; search answers
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
-from reconciler.sandbox.clock import rfc3339
 from reconciler.sandbox.faults import Faults, perform_write, requested_faults
 from reconciler.sandbox.state import JSONObject
 from reconciler.sandbox.wire import State, read_json_body, reads_available
@@ -22,6 +22,19 @@ PROVIDER = "gh"
 _ID_BASE = 100_000_000
 
 router = APIRouter(prefix="/gh", tags=["issues"], dependencies=[Depends(reads_available)])
+
+
+#: The token's user, as GitHub shows a `simple-user`.
+_USER = {
+    "login": "sandbox-bot", "id": 1, "node_id": "U_sandbox", "type": "Bot", "site_admin": False,
+    "avatar_url": "", "gravatar_id": "", "url": "", "html_url": "", "followers_url": "",
+    "following_url": "", "gists_url": "", "starred_url": "", "subscriptions_url": "",
+    "organizations_url": "", "repos_url": "", "events_url": "", "received_events_url": ""}
+
+
+def _github_time(unix_s: float) -> str:
+    """GitHub's timestamps: ISO 8601 in UTC, to the second."""
+    return datetime.fromtimestamp(unix_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _ref(owner: str, repo: str, number: int) -> str:
@@ -59,15 +72,17 @@ async def create_issue(
     def build(seq: int, now: float) -> tuple[str, JSONObject]:
         # Numbers are unique across the sandbox rather than per repo: simpler, and still unique
         # within each repo, which is all a probe relies on.
+        api = f"{base_url}gh/repos/{owner}/{repo}/issues/{seq}"
+        stamp = _github_time(now)
         return _ref(owner, repo, seq), {
-            "id": _ID_BASE + seq,
-            "number": seq,
-            "html_url": f"{base_url}gh/repos/{owner}/{repo}/issues/{seq}",
-            "title": title,
-            "body": text,
-            "state": "open",
-            "created_at": rfc3339(now),
-            "updated_at": rfc3339(now),
+            "id": _ID_BASE + seq, "node_id": f"I_sandbox{seq}", "url": api,
+            "repository_url": f"{base_url}gh/repos/{owner}/{repo}",
+            "labels_url": api + "/labels{/name}", "comments_url": api + "/comments",
+            "events_url": api + "/events", "html_url": f"{base_url}{owner}/{repo}/issues/{seq}",
+            "number": seq, "state": "open", "title": title, "body": text,
+            "user": _USER, "labels": [], "assignee": None, "assignees": [], "milestone": None,
+            "locked": False, "comments": 0, "closed_at": None, "created_at": stamp,
+            "updated_at": stamp, "author_association": "OWNER",
         }
 
     def commit(copies: int) -> JSONResponse:
@@ -111,8 +126,12 @@ async def list_issues(
     since: str | None = None,
 ) -> JSONResponse:
     scope = f"{owner}/{repo}"
+    try:
+        after = None if since is None else datetime.fromisoformat(since).timestamp()
+    except ValueError:
+        return JSONResponse({"message": "Invalid value for since"}, 422)
     found = [r.data for r in state.listing(PROVIDER) if r.scope == scope
-             and (since is None or r.data["updated_at"] >= since)]
+             and (after is None or r.created_at >= after)]
     start = (page - 1) * per_page
     headers = {}
     if start + per_page < len(found):

@@ -16,7 +16,9 @@ from reconciler.sandbox.wire import State, read_json_body, reads_available
 
 PROVIDER = "mail"
 
-router = APIRouter(prefix="/mail", tags=["email"], dependencies=[Depends(reads_available)])
+#: Served under /mail, and at the root too: Postmark's SDKs join their absolute endpoint paths
+#: (`/email`) to the host, dropping any path of a base URL.
+router = APIRouter(tags=["email"], dependencies=[Depends(reads_available)])
 
 
 def _invalid() -> JSONResponse:

@@ -77,6 +77,7 @@ class SandboxState:
         self._records: dict[tuple[str, str], Record] = {}
         self._keys: dict[str, KeyRecord] = {}
         self._snapshot_seq: int | None = None
+        self._armed: dict[str, str] = {}
 
     @property
     def config(self) -> SandboxConfig:
@@ -92,9 +93,21 @@ class SandboxState:
                 self._snapshot_seq = None
             return self._config
 
+    def arm(self, root: str, faults: str) -> None:
+        """The next write under `root` (`pay`, `mail`, `chat`, `gh`, `twilio`) takes `faults`
+        (as the `X-Sandbox-Fault` header would give them), for a client, like a provider's
+        SDK, that sends no header of ours."""
+        with self._lock:
+            self._armed[root] = faults
+
+    def take_armed(self, root: str) -> str | None:
+        with self._lock:
+            return self._armed.pop(root, None)
+
     def reset(self) -> None:
         """Forget all objects, keys and config; the clock stays (it is the test's, not state)."""
         with self._lock:
+            self._armed.clear()
             self._config = SandboxConfig()
             self._records.clear()
             self._keys.clear()
