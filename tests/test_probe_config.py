@@ -4,6 +4,7 @@ secrets refused.
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +144,14 @@ def test_an_old_sandbox_shaped_name_says_what_replaced_it() -> None:
 def test_an_unknown_probe_name_lists_the_known_ones() -> None:
     with pytest.raises(UnknownProbeError, match=r"known probes: http_json, slack\.history"):
         registry().build("stripe.paymnt_intent", {}, {})
+
+
+def test_the_documented_configuration_for_the_real_providers_loads() -> None:
+    # docs/probes.md's example is the one users paste: it must stay valid as recipes change.
+    doc = (Path(__file__).parent.parent / "docs" / "probes.md").read_text()
+    example = doc.split("### Configuration (TOML)", 1)[1].split("```toml\n", 1)[1]
+    providers = parse_config(tomllib.loads(example.split("```", 1)[0]), env={},
+                             registry=default_registry())
+    assert set(providers) == {"stripe", "slack", "github", "postmark", "twilio"}
+    assert providers["stripe"].contract.visibility_lag_s == 60.0
+    assert providers["github"].contract.visibility_lag_s == 300.0
