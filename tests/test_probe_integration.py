@@ -335,6 +335,24 @@ def test_unavailable_read_api_is_unavailable_evidence_and_no_verdict(
     assert seen[0].error == "HTTP 503 after 2 tries"
 
 
+@pytest.mark.parametrize("recipe", ALL_RECIPES)
+def test_a_rate_limited_read_is_unavailable_never_a_zero(world: World, recipe: str) -> None:
+    # Each fake answers its provider's own rate limit (GitHub's 403 with x-ratelimit-remaining
+    # 0, Slack's and Twilio's 429 with Retry-After, Stripe's and Postmark's 429); the pause asked
+    # for is past the probe's deadline, so it ends the read.
+    provider = provider_of(recipe)
+    world.probe_with(provider, world.recipe(recipe))
+    op = world.send(provider, "lose_response", correlate=BY_ID.get(recipe))
+    world.sandbox.state.configure(rate_limited_s=60)
+
+    decision = world.reconcile(op, after_s=AFTER_WINDOW_S)
+
+    assert decision.verdict is IND and not decision.retry_allowed
+    [seen] = observations(world, op)
+    assert seen.authority is Authority.UNAVAILABLE
+    assert seen.error is not None and ("rate limited" in seen.error or "429" in seen.error)
+
+
 #: A provider gone wrong: answers that are not JSON, not the expected shape, or a 500.
 GARBAGE: dict[str, tuple[int, str, bytes]] = {
     "/not-json": (200, "text/html", b"<html>down for maintenance</html>"),

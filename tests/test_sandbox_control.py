@@ -29,6 +29,7 @@ def test_reset_clears_objects_and_config(client: httpx.Client) -> None:
         "search_lag_s": 0,
         "cached_list": False,
         "read_unavailable": False,
+        "rate_limited_s": 0,
         "hold_s": 30,
         "key_retention_s": 86400,
     }

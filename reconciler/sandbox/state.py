@@ -31,6 +31,9 @@ class SandboxConfig(BaseModel):
     search_lag_s: float = Field(default=0.0, ge=0)
     cached_list: bool = False
     read_unavailable: bool = False
+    #: When positive, every provider read answers its provider's rate-limit answer, asking for
+    #: a pause of this many seconds.
+    rate_limited_s: float = Field(default=0.0, ge=0)
     hold_s: float = Field(default=30.0, ge=0)
     #: How long an idempotency key is kept (Stripe: at least 24 hours), then forgotten.
     key_retention_s: float = Field(default=86_400.0, ge=0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Annotated
 from urllib.parse import parse_qsl
@@ -19,13 +20,15 @@ class ProviderError(Exception):
     """An answer in a provider's own error shape, raised where returning one is not possible
     (dependencies, helpers)."""
 
-    def __init__(self, status_code: int, body: JSONObject) -> None:
+    def __init__(self, status_code: int, body: JSONObject,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(status_code, body)
         self.status_code = status_code
         self.body = body
+        self.headers = headers or {}
 
     def response(self) -> JSONResponse:
-        return JSONResponse(self.body, self.status_code)
+        return JSONResponse(self.body, self.status_code, headers=self.headers)
 
 
 def sandbox_state(request: Request) -> SandboxState:
@@ -37,9 +40,38 @@ State = Annotated[SandboxState, Depends(sandbox_state)]
 
 
 def reads_available(request: Request, state: State) -> None:
-    """Router dependency: with `read_unavailable`, every GET under a provider fails."""
-    if request.method == "GET" and state.config.read_unavailable:
+    """Router dependency: with `read_unavailable`, every GET under a provider fails; with
+    `rate_limited_s`, every read answers its provider's rate limit."""
+    config = state.config
+    if request.method == "GET" and config.read_unavailable:
         raise ProviderError(503, {"error": "read api unavailable"})
+    reading = request.method == "GET" or request.url.path.startswith("/chat/api/conversations.")
+    if reading and config.rate_limited_s > 0:
+        raise _rate_limit(request.url.path.strip("/").split("/")[0], config.rate_limited_s,
+                          state.clock.now())
+
+
+def _rate_limit(root: str, wait_s: float, now: float) -> ProviderError:
+    """Each provider's own answer to a spent rate limit."""
+    seconds = str(math.ceil(wait_s))
+    if root == "gh":  # a primary limit: 403, no Retry-After, the reset as a Unix time
+        return ProviderError(403, {"message": "API rate limit exceeded",
+                                   "documentation_url": "https://docs.github.com/rest/"
+                                   "using-the-rest-api/rate-limits-for-the-rest-api"},
+                             {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "0",
+                              "x-ratelimit-reset": str(math.ceil(now + wait_s))})
+    if root == "chat":
+        return ProviderError(429, {"ok": False, "error": "ratelimited"},
+                             {"Retry-After": seconds})
+    if root == "pay":
+        return ProviderError(429, {"error": {
+            "type": "invalid_request_error", "code": "rate_limit",
+            "message": "Request rate limit exceeded."}})
+    if root == "twilio":
+        return ProviderError(429, {"code": 20429, "message": "Too Many Requests",
+                                   "status": 429}, {"Retry-After": seconds})
+    return ProviderError(429, {"ErrorCode": 0, "Message": "Rate limit exceeded"},
+                         {"Retry-After": seconds})
 
 
 @dataclass(frozen=True, slots=True)
