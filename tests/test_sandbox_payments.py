@@ -249,3 +249,14 @@ def test_a_missing_parameter_is_stripes_parameter_missing(client: httpx.Client) 
     assert answer.status_code == 400
     assert answer.json()["error"]["code"] == "parameter_missing"
     assert answer.json()["error"]["param"] == "amount"
+
+
+def test_a_saved_500_is_replayed_to_a_same_key_retry_as_stripe_does(client: httpx.Client) -> None:
+    failed = write(client, PAY, key="k-500", fault="server_error")
+
+    retry = write(client, PAY, key="k-500")
+
+    assert failed.status_code == retry.status_code == 500
+    assert failed.json()["error"]["type"] == "api_error"
+    assert retry.headers["Idempotent-Replayed"] == "true"
+    assert stored(client, "pay") == []  # nothing was charged, and the key will not charge

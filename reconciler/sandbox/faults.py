@@ -1,7 +1,9 @@
-"""Fault injection on writes (`X-Sandbox-Fault`), one pipeline for all four providers.
+"""Fault injection on writes (`X-Sandbox-Fault`), one pipeline for all five providers.
 
-A write runs: delay, then fail_before_commit, then the commit (ack_no_effect stores nothing,
-duplicate stores two), then the answer is lost, turned into a 502, or given.
+A write runs: delay, then fail_before_commit, then server_error (the endpoint fails once it has
+started: nothing stored, a 500 that a provider with idempotency keys saves and replays), then
+the commit (ack_no_effect stores nothing, duplicate stores two), then the answer is lost,
+turned into a 502, or given.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from reconciler.sandbox.wire import ProviderError
 _ROOT_OF = {"email": "mail", "messages": "mail"}
 
 _FLAGS = frozenset(
-    {"lose_response", "error_after_commit", "duplicate", "ack_no_effect", "fail_before_commit"}
+    {"lose_response", "error_after_commit", "duplicate", "ack_no_effect", "fail_before_commit",
+     "server_error"}
 )
 
 
@@ -34,6 +37,7 @@ class Faults:
     duplicate: bool = False
     ack_no_effect: bool = False
     fail_before_commit: bool = False
+    server_error: bool = False
 
     @property
     def copies(self) -> int:
@@ -63,6 +67,7 @@ def parse_faults(header: str) -> Faults:
         duplicate="duplicate" in flags,
         ack_no_effect="ack_no_effect" in flags,
         fail_before_commit="fail_before_commit" in flags,
+        server_error="server_error" in flags,
     )
 
 
@@ -97,15 +102,21 @@ def plain_error(status: int, message: str) -> JSONResponse:
 
 async def perform_write(
     state: SandboxState, faults: Faults, commit: Callable[[int], JSONResponse],
-    error: ErrorShape = plain_error,
+    error: ErrorShape = plain_error, save: Callable[[JSONResponse], None] | None = None,
 ) -> JSONResponse:
     """Run one write under its faults. `commit(copies)` stores that many objects and returns
     the normal answer, which shows the first one; `error` shapes the injected failures the way
-    the provider shapes its own (so its SDK reads them as it would the provider's)."""
+    the provider shapes its own (so its SDK reads them as it would the provider's); `save`
+    keeps the endpoint's own failure for replay (Stripe saves a 500 under its key)."""
     if faults.delay_s:
         await asyncio.sleep(faults.delay_s)
     if faults.fail_before_commit:
         return error(503, "service unavailable")
+    if faults.server_error:
+        failed = error(500, "An unknown error occurred")
+        if save is not None:
+            save(failed)
+        return failed
     answer = commit(faults.copies)
     if faults.lose_response:
         await state.holds.hold(state.config.hold_s)

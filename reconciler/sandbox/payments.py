@@ -15,6 +15,7 @@ Test payment methods, as Stripe's test mode names them: `pm_card_visa` succeeds,
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from dataclasses import dataclass
@@ -169,8 +170,13 @@ async def _create(kind: _Kind, request: Request, state: State, faults: Faults,
             state.finish_key(idempotency_key, answer, code)
         return JSONResponse(answer, code)
 
+    def save(failed: JSONResponse) -> None:
+        # Stripe saves the answer of an endpoint that began executing, a 500 included.
+        if idempotency_key is not None:
+            state.finish_key(idempotency_key, json.loads(bytes(failed.body)), failed.status_code)
+
     try:
-        return await perform_write(state, faults, commit, _api_error)
+        return await perform_write(state, faults, commit, _api_error, save)
     finally:
         if idempotency_key is not None:
             state.release_key(idempotency_key)
