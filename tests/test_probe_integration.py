@@ -135,7 +135,8 @@ class World:
         `correlate` names a correlation ref to fill with the effect's reference (from the answer,
         else from the provider's store, as a webhook would tell). Only then is the intent
         recorded after the dispatch: with the same times, the facts are those of an intent
-        recorded first. `settle` waits for a delayed write to finish on the provider.
+        recorded first. `settle` waits for a delayed write to finish on the provider (a lost
+        answer's always is).
         """
         shape = SHAPES[provider]
         intent = plan_intent(shape, f"op-{uuid.uuid4().hex[:12]}", self.now(), "run-it")
@@ -143,7 +144,9 @@ class World:
             self.ledger.record_intent(intent)
         attempt = dispatch(self.http, self.sandbox.url, shape, intent, 1, self.now(),
                            fault=fault, timeout_s=CLIENT_TIMEOUT_S)
-        if settle:
+        # A lost answer means a committed effect: on a loaded machine the client may give up
+        # before the server got that far, and the effect would still be in flight, not lost.
+        if settle or fault == "lose_response":
             self.wait_for_effect(intent.request_hash)
         if correlate is not None:
             ref = attempt.receipt.provider_ref if attempt.receipt else self.stored_ref(
