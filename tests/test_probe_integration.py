@@ -106,6 +106,7 @@ class World:
         for name in RECIPES:
             self.registry.register(name, partial(recipe_factory(name), clock=self.now))
         self.sweeper: Sweeper | None = None
+        self.budget = uuid.uuid4().hex
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock.now(), UTC)
@@ -115,8 +116,9 @@ class World:
         root = SHAPES[provider_of(recipe)].root
         least = {"least_lag_s": VISIBILITY_LAG_S} if recipe in LAGGING_SEARCHES or (
             recipe == "github.issues.list") else {}
+        # A request budget of this test's own: budgets are shared by name across the process.
         return {"use": recipe, "base_url": self.sandbox.url + root, **READ_BOUNDS, **least,
-                **SANDBOX_OPTIONS[recipe.split(".")[0]], **options}
+                **SANDBOX_OPTIONS[recipe.split(".")[0]], "budget": self.budget, **options}
 
     def probe_with(self, provider: str, *probes: Mapping[str, Any]) -> None:
         """Configure `provider`'s contract and probes, as a probe configuration file would."""
@@ -162,7 +164,7 @@ class World:
         ref = next(r.ref for r in self.sandbox.state.objects() if r.request_hash == request_hash)
         return ref.rsplit("#", 1)[-1]
 
-    def wait_for_effect(self, request_hash: str, timeout_s: float = 5.0) -> None:
+    def wait_for_effect(self, request_hash: str, timeout_s: float = 15.0) -> None:
         deadline = time.monotonic() + timeout_s
         while not any(r.request_hash == request_hash for r in self.sandbox.state.objects()):
             assert time.monotonic() < deadline, "the delayed write never committed"
