@@ -54,7 +54,7 @@ RECIPES: dict[str, Recipe] = {
                              Authority.AUTHORITATIVE, CITE,
                              adapt=_in_account("/{correlation[message_sid]}.json")),
     "twilio.messages.list": Recipe({
-        "params": {"To": "{correlation[to]}", "DateSent>": "{intent_at:date}",
+        "params": {"To": "{correlation[to]}", "DateSent>": "{intent_at:date-300}",
                    "PageSize": "100"},
         "items": "messages", **_COMMON,
         "pagination": {"style": "next_url", "next": "next_page_uri"},
