@@ -28,10 +28,11 @@ from reconciler.domain import (
     Observation,
     Outcome,
     ProviderContract,
-    Receipt,
     Verdict,
 )
 from reconciler.ledger import Ledger, utcnow
+from reconciler.schedule import due_after
+from reconciler.store.rows import evidence_values
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, StateRow
 from reconciler.verdicts import evaluate
 
@@ -74,8 +75,9 @@ class Seeder:
 
     - due: attempt 1 timed out a second ago and nothing else is known: indeterminate, to be
       probed now (what the sweep picks up);
-    - settled: a 200 with a bound receipt, and a receipt lookup that agrees: verified_applied,
-      the state most stored operations are in.
+    - settled: a 200 with a bound receipt an hour ago, and an authoritative read since that
+      finds the one charge (its confirmation): verified_applied with nothing due, the state
+      most stored operations are in.
     """
 
     def __init__(self, engine: Engine, at: datetime | None = None) -> None:
@@ -88,12 +90,14 @@ class Seeder:
             Attempt(op, 1, key_of(op), REQUEST_HASH, attempt_at, Outcome.TIMEOUT), None))
 
     def settled(self, ids: Sequence[str]) -> None:
-        intent_at, attempt_at = self.at - timedelta(seconds=3), self.at - timedelta(seconds=2)
-        receipt_at = self.at - timedelta(seconds=1)
+        intent_at, attempt_at = self.at - timedelta(hours=1, seconds=2), self.at - timedelta(
+            hours=1, seconds=1)
+        read_at = self.at - timedelta(seconds=1)
         self._insert(ids, intent_at, lambda op: (
             Attempt(op, 1, key_of(op), REQUEST_HASH, attempt_at, Outcome.RESPONSE, 200,
                     Match(f"ch_{op}", REQUEST_HASH)),
-            Receipt(op, receipt_at, f"ch_{op}", REQUEST_HASH, "lookup")))
+            Observation(op, read_at, "lookup", Authority.AUTHORITATIVE,
+                        (Match(f"ch_{op}", REQUEST_HASH),))))
 
     def _insert(self, ids: Sequence[str], intent_at: datetime, facts_of: Any) -> None:
         # The cached verdict is what the engine decides for such an operation, so that
@@ -104,6 +108,11 @@ class Seeder:
                                   (receipt,) if receipt else ()), CONTRACT, self.at)
         if receipt is not None and decision.verdict is not Verdict.VERIFIED_APPLIED:
             raise BenchError(f"a settled operation should be verified_applied: {decision}")
+        # As a real store would have it: due now if undecided, else its confirmation round.
+        due_at = due_after(Facts(intent_of(sample, intent_at), (attempt,),
+                                 (receipt,) if receipt else ()), decision, CONTRACT)
+        if receipt is not None and due_at is not None:
+            raise BenchError(f"a settled operation should have nothing due: {due_at}")
         for start in range(0, len(ids), CHUNK):
             chunk = ids[start:start + CHUNK]
             intents, states, attempts, evidence = [], [], [], []
@@ -115,7 +124,7 @@ class Seeder:
                                 "at": intent_at, "correlation": "{}"})
                 states.append({"operation_id": op, "verdict": decision.verdict.value,
                                "next_action": decision.next_action, "escalated": False,
-                               "probe_count": 0, "updated_at": self.at})
+                               "probe_count": 0, "updated_at": self.at, "due_at": due_at})
                 attempts.append({"operation_id": op, "number": 1, "idempotency_key": key_of(op),
                                  "request_hash": REQUEST_HASH, "at": attempt.at,
                                  "outcome": attempt.outcome.value, "status": attempt.status,
@@ -123,10 +132,7 @@ class Seeder:
                                  if attempt.receipt else None,
                                  "receipt_hash": REQUEST_HASH if attempt.receipt else None})
                 if receipt is not None:
-                    evidence.append({"operation_id": op, "kind": "receipt", "at": receipt.at,
-                                     "source": receipt.source,
-                                     "provider_ref": receipt.provider_ref,
-                                     "request_hash": REQUEST_HASH})
+                    evidence.append(evidence_values(receipt))
             with self.engine.begin() as conn:
                 for table, rows in ((table_of(IntentRow), intents), (table_of(StateRow), states),
                                     (table_of(AttemptRow), attempts),
@@ -142,15 +148,22 @@ def table_of(model: Any) -> Table:
 
 
 def probe_config(sandbox_url: str) -> dict[str, Any]:
-    """The provider's contract and its one probe, the authoritative lookup of the key record
-    (`stripe_like.idempotency_record`), as a configuration file would hold them."""
+    """The provider's contract and its one probe, an authoritative lookup of the sandbox's own
+    key record (an `http_json` probe: Stripe has no such endpoint), as a configuration file
+    would hold them."""
     return {"providers": {PROVIDER: {
         "idempotency_keys": CONTRACT.idempotency_keys,
         "max_attempts": CONTRACT.max_attempts,
         "reconcile_deadline_s": CONTRACT.reconcile_deadline_s,
         "visibility_lag_s": CONTRACT.visibility_lag_s,
-        "probes": [{"use": "stripe_like.idempotency_record", "base_url": sandbox_url + "/pay",
-                    "tries": 2, "backoff_s": 0.05, "timeout_s": 5.0, "deadline_s": 10.0}]}}}
+        "probes": [{"use": "http_json", "name": "sandbox.key_record",
+                    "base_url": sandbox_url + "/pay",
+                    "path": "/_sandbox/idempotency_keys/{idempotency_key}", "item": "",
+                    "ref": "charge_id", "hash": "request_hash", "emit": "receipt",
+                    "where": {"key": "{idempotency_key}"}, "not_found": "zero",
+                    "not_found_where": {"error.code": "resource_missing"},
+                    "authority": "authoritative", "tries": 2, "backoff_s": 0.05,
+                    "timeout_s": 5.0, "deadline_s": 10.0}]}}}
 
 
 def toml_config(sandbox_url: str, service: dict[str, object]) -> str:
@@ -161,6 +174,8 @@ def toml_config(sandbox_url: str, service: dict[str, object]) -> str:
     def value(v: object) -> str:
         if isinstance(v, bool):
             return "true" if v else "false"
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f'"{k}" = {value(x)}' for k, x in v.items()) + " }"
         return f'"{v}"' if isinstance(v, str) else str(v)
 
     lines = ["[service]", *(f"{k} = {value(v)}" for k, v in service.items()), "",

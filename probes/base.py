@@ -17,7 +17,13 @@ def utc_now() -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class ProbeTarget:
-    """An operation's identity, as much as a probe needs to find its effect."""
+    """An operation's identity, as much as a probe needs to find its effect.
+
+    `intent_at` is when the intent was recorded (before any dispatch): a time-windowed read
+    (`created[gte]`, `oldest`, `since`, `fromdate`, `DateSent>`) starts there, less a margin for
+    the provider's clock, so it always reaches past the latest dispatch. `dispatched_at` is the
+    latest dispatch when the caller knows it (the intent's time otherwise).
+    """
 
     operation_id: str
     idempotency_key: str | None
@@ -25,11 +31,14 @@ class ProbeTarget:
     action: str
     request_hash: str
     correlation: Mapping[str, str] = field(default_factory=dict)
+    intent_at: datetime | None = None
+    dispatched_at: datetime | None = None
 
     @classmethod
-    def of(cls, intent: Intent) -> ProbeTarget:
+    def of(cls, intent: Intent, dispatched_at: datetime | None = None) -> ProbeTarget:
         return cls(intent.operation_id, intent.idempotency_key, intent.provider, intent.action,
-                   intent.request_hash, dict(intent.correlation))
+                   intent.request_hash, dict(intent.correlation), intent.at,
+                   dispatched_at or intent.at)
 
 
 @runtime_checkable

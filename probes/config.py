@@ -1,15 +1,18 @@
 """The probe configuration file (TOML): per provider, its contract and its probes.
 
-    [providers.payments]
+    [providers.stripe]
     idempotency_keys = true
-    visibility_lag_s = 5
-    [[providers.payments.probes]]
-    use = "stripe_like.search"            # a registered probe name
-    name = "payments.search"              # optional; the name evidence is recorded under
-    base_url = "http://127.0.0.1:8081/pay"
-    token_env = "PAYMENTS_API_KEY"        # the variable's name: secrets never go in the file
+    key_retention_s = 86400
+    [[providers.stripe.probes]]
+    use = "stripe.payment_intents.list"   # a registered probe name
+    name = "stripe.list"                  # optional; the name evidence is recorded under
+    base_url = "https://api.stripe.com"
+    token_env = "STRIPE_SECRET_KEY"       # the variable's name: secrets never go in the file
 
-Every error names the file and the provider, and never shows a secret's value.
+`visibility_lag_s`, when not set, is the largest documented lag of the provider's lagging
+probes (a recipe's `least_lag_s`); a value below it is refused, since a zero read sooner than
+the provider documents could open a retry that duplicates the effect. Every error names the
+file and the provider, and never shows a secret's value.
 """
 
 from __future__ import annotations
@@ -68,18 +71,25 @@ def _provider(name: str, table: Mapping[str, Any], env: Mapping[str, str],
               registry: ProbeRegistry, where: str) -> ProviderSetup:
     reject_inline_secrets({k: v for k, v in table.items() if k != "probes"}, where)
     opts = Options(table, where)
+    probes: list[Probe] = []
+    for index, entry in enumerate(opts.tables("probes")):
+        probes.append(_probe(entry, env, registry, f"{where}.probes[{index}]"))
+    least = max((_least_lag(p) for p in probes), default=0.0)
+    lag = opts.number("visibility_lag_s", max(least, _DEFAULT.visibility_lag_s))
+    if lag < least:
+        slowest = next(p.name for p in probes if _least_lag(p) == least)
+        raise ProbeConfigError(
+            f"{where}: visibility_lag_s = {lag:g} is below the {least:g} s the provider "
+            f"documents for probe {slowest!r}: a zero it reads sooner proves nothing")
     contract = ProviderContract(
         name=name,
         idempotency_keys=opts.boolean("idempotency_keys", _DEFAULT.idempotency_keys),
         key_retention_s=opts.number("key_retention_s", _DEFAULT.key_retention_s),
-        visibility_lag_s=opts.number("visibility_lag_s", _DEFAULT.visibility_lag_s),
+        visibility_lag_s=lag,
         max_attempts=opts.integer("max_attempts", _DEFAULT.max_attempts, minimum=1),
         reconcile_deadline_s=opts.number("reconcile_deadline_s", _DEFAULT.reconcile_deadline_s),
         compensable=opts.boolean("compensable", _DEFAULT.compensable),
     )
-    probes: list[Probe] = []
-    for index, entry in enumerate(opts.tables("probes")):
-        probes.append(_probe(entry, env, registry, f"{where}.probes[{index}]"))
     opts.finish()
     names = [probe.name for probe in probes]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -87,6 +97,11 @@ def _provider(name: str, table: Mapping[str, Any], env: Mapping[str, str],
         raise ProbeConfigError(
             f"{where}: probe name(s) {', '.join(duplicates)} used twice; give each a 'name'")
     return ProviderSetup(contract, tuple(probes))
+
+
+def _least_lag(probe: Probe) -> float:
+    least = getattr(probe, "least_lag_s", 0.0)
+    return float(least) if isinstance(least, int | float) else 0.0
 
 
 def _probe(entry: Mapping[str, Any], env: Mapping[str, str], registry: ProbeRegistry,

@@ -7,6 +7,7 @@ the environment without ever showing it in a repr.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,21 +37,45 @@ def reject_inline_secrets(table: Mapping[str, Any], where: str) -> None:
                 f"{where}: {key!r} is a URL with a password in it; remove it and use 'token_env'")
 
 
+class MissingCredential(Exception):
+    """A credential's environment variable is unset; the message names the variable only."""
+
+
 @dataclass(frozen=True, slots=True)
 class Credential:
-    """A secret taken from the environment variable `env_name`; `value` is None when unset."""
+    """How a probe logs in, read from the environment at every call, so a rotated secret is
+    used from the next call on without a restart.
 
-    env_name: str
-    value: str | None = field(default=None, repr=False, compare=False)
+    `scheme` is `bearer` (`Authorization: Bearer <token>`), `header` (the raw token in
+    `header`, e.g. Postmark's `X-Postmark-Server-Token`) or `basic` (HTTP Basic with the user
+    from `username_env`, e.g. Twilio's Account SID, and the token as the password).
+    """
 
-    @classmethod
-    def from_env(cls, env_name: str, env: Mapping[str, str]) -> Credential:
-        return cls(env_name, env.get(env_name) or None)
+    token_env: str
+    env: Mapping[str, str] = field(repr=False, compare=False)
+    scheme: str = "bearer"
+    header: str | None = None
+    username_env: str | None = None
 
-    def headers(self, header: str | None) -> dict[str, str]:
-        """The auth header: the raw value in `header`, or `Authorization: Bearer` by default."""
-        if self.value is None:
-            return {}
-        if header is None:
-            return {"Authorization": f"Bearer {self.value}"}
-        return {header: self.value}
+    @property
+    def env_names(self) -> tuple[str, ...]:
+        return (self.token_env,) if self.username_env is None else (
+            self.username_env, self.token_env)
+
+    def _read(self, name: str) -> str:
+        value = self.env.get(name)
+        if not value:
+            raise MissingCredential(f"credentials not set: {name}")
+        return value
+
+    def headers(self) -> dict[str, str]:
+        """The auth header for this call; raises `MissingCredential` when a variable is unset."""
+        token = self._read(self.token_env)
+        if self.scheme == "basic":
+            assert self.username_env is not None
+            pair = f"{self._read(self.username_env)}:{token}".encode()
+            return {"Authorization": "Basic " + base64.b64encode(pair).decode("ascii")}
+        if self.scheme == "header":
+            assert self.header is not None
+            return {self.header: token}
+        return {"Authorization": f"Bearer {token}"}

@@ -1,183 +1,184 @@
-"""The declarative probe: one GET against a JSON API, described entirely by options.
+"""The declarative probe: GETs against a JSON API, described entirely by options.
 
 Every built-in recipe is a preset of this probe. The options (TOML keys) are listed in
-docs/probes.md; in short: where to read (`base_url`, `path`, `params`), how to authenticate
-(`token_env`, `auth_header`), where the matches are (`items` or `item`, `ref`, `hash`), which of
-them are the operation's (`where`, `contains`), what a 404 means (`not_found`), and what the
-answer proves (`authority`, `emit`).
+docs/probes.md; in short: where to read (`base_url`, `path`, `params`, `headers`), how to log
+in (`token_env`, `auth`, `auth_header`, `username_env`), where the matches are (`items` or
+`item`, `ref`, `hash`), which of them are the operation's (`where`, `contains`, `status`), how
+the pages go on (`pagination`, `max_pages`, `incomplete`), what a 404 means (`not_found`,
+`confirm`), how fast the provider may be asked (`budget`), and what the answer proves
+(`authority`, `emit`).
+
+A read is complete only when it saw every page the provider has: a cut read (more pages than
+it could fetch before its deadline, a search the provider marks incomplete, a rate limit, an
+object whose status decides nothing yet) that found nothing is `unavailable`, never a zero; its
+matches, when it found some, keep their authority (SPEC section 3).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import httpx
 
 from probes.base import ProbeTarget, utc_now
-from probes.credentials import Credential
-from probes.matching import Extraction, FieldCheck, UnusableResponse
-from probes.options import Options
-from probes.templates import MissingValue, Template
-from probes.transport import DEFAULT_POLICY, Clients, FetchError, RetryPolicy, get
-from reconciler.domain import Authority, Observation, Receipt
+from probes.credentials import MissingCredential
+from probes.matching import Found, UnusableResponse
+from probes.pagination import Cut
+from probes.spec import HttpJsonSpec
+from probes.templates import MissingValue
+from probes.transport import Clients, FetchError, Reply, get
+from reconciler.domain import Authority, Match, Observation, Receipt
 
-#: What a probe's configuration may claim; `unavailable` is the probe's to report, not to claim.
-CLAIMABLE = (Authority.AUTHORITATIVE, Authority.LAGGING, Authority.WEAK)
-
-
-@dataclass(frozen=True, slots=True)
-class HttpJsonSpec:
-    """A parsed, validated description of one declarative probe."""
-
-    base_url: str
-    path: Template
-    params: Mapping[str, Template]
-    headers: Mapping[str, str]
-    credential: Credential | None
-    auth_header: str | None
-    extraction: Extraction
-    require: tuple[FieldCheck, ...]
-    #: None: a 404 is an error. Otherwise a 404 whose body passes these checks is zero matches.
-    not_found: tuple[FieldCheck, ...] | None
-    authority: Authority
-    receipt: bool
-    policy: RetryPolicy
-
-    @classmethod
-    def parse(cls, options: Mapping[str, Any], env: Mapping[str, str], where: str) -> HttpJsonSpec:
-        opts = Options(options, where)
-        opts.choice("method", ("GET",), "GET")  # probes only read: a write could repeat the effect
-        base_url = opts.required_string("base_url").rstrip("/")
-        if urlsplit(base_url).scheme not in ("http", "https"):
-            raise opts.error("option 'base_url' must be an http:// or https:// URL")
-        path = opts.string("path", "") or ""
-        if path and not path.startswith("/"):
-            raise opts.error("option 'path' must start with '/'")
-        token_env = opts.string("token_env")
-        spec = cls(
-            base_url=base_url,
-            path=Template.parse(path, where),
-            params={k: Template.parse(v, where) for k, v in opts.table("params").items()},
-            headers=opts.table("headers"),
-            credential=Credential.from_env(token_env, env) if token_env else None,
-            auth_header=opts.string("auth_header"),
-            extraction=_extraction(opts, where),
-            require=FieldCheck.table(opts.table("require", scalars=True), where),
-            not_found=_not_found(opts, where),
-            authority=Authority(opts.choice("authority", tuple(CLAIMABLE))),
-            receipt=opts.choice("emit", ("observation", "receipt"), "observation") == "receipt",
-            policy=RetryPolicy(
-                tries=opts.integer("tries", DEFAULT_POLICY.tries, minimum=1),
-                backoff_s=opts.number("backoff_s", DEFAULT_POLICY.backoff_s),
-                timeout_s=opts.number("timeout_s", DEFAULT_POLICY.timeout_s),
-                deadline_s=opts.number("deadline_s", DEFAULT_POLICY.deadline_s),
-                max_bytes=opts.integer("max_bytes", DEFAULT_POLICY.max_bytes, minimum=1)),
-        )
-        if not (spec.policy.timeout_s > 0 and spec.policy.deadline_s > 0):
-            raise opts.error("options 'timeout_s' and 'deadline_s' must be positive")
-        if spec.receipt and not spec.extraction.single:
-            raise opts.error("emit = 'receipt' reads one record: use 'item', not 'items'")
-        opts.finish()
-        return spec
+#: What a provider's error code looks like; anything else (a message) is never quoted.
+_CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
-def _extraction(opts: Options, where: str) -> Extraction:
-    items, item = opts.string("items"), opts.string("item")
-    if (items is None) == (item is None):
-        raise opts.error("set exactly one of 'items' (path to a list) or 'item' (one object; "
-                         "'' for the whole response)")
-    page_size = opts.integer("page_size", 0, minimum=1) if opts.has("page_size") else None
-    if item is not None and page_size is not None:
-        raise opts.error("'page_size' applies to 'items' lists only")
-    return Extraction(
-        path=item if item is not None else items or "",
-        single=item is not None,
-        ref=opts.required_string("ref"),
-        hash=opts.string("hash"),
-        where=FieldCheck.table(opts.table("where", scalars=True), where)
-        + FieldCheck.table(opts.table("contains"), where, contains=True),
-        page_size=page_size,
-    )
+@dataclass(slots=True)
+class _Read:
+    """What the pages of one read found, and whether the read was cut (and why)."""
 
-
-def _not_found(opts: Options, where: str) -> tuple[FieldCheck, ...] | None:
-    zero = opts.choice("not_found", ("error", "zero"), "error") == "zero"
-    checks = FieldCheck.table(opts.table("not_found_where", scalars=True), where)
-    if checks and not zero:
-        raise opts.error("'not_found_where' needs not_found = 'zero'")
-    return checks if zero else None
+    matches: dict[str, Match]
+    at: datetime | None = None
+    cut: str | None = None
 
 
 class HttpJsonProbe:
-    """A `Probe` that reads one JSON endpoint as `spec` describes; never raises, never writes."""
+    """A `Probe` that reads JSON endpoints as `spec` describes; never raises, never writes."""
 
     def __init__(self, name: str, spec: HttpJsonSpec, *,
                  transport: httpx.BaseTransport | None = None,
                  clock: Callable[[], datetime] = utc_now) -> None:
         self.name = name
         self.spec = spec
+        #: The provider's documented lag for a lagging read (set by recipes): the configuration
+        #: refuses a `visibility_lag_s` below it.
+        self.least_lag_s = 0.0
         self._clock = clock
-        auth = spec.credential.headers(spec.auth_header) if spec.credential else {}
-        self._clients = Clients({**spec.headers, **auth}, transport)
+        self._clients = Clients({}, transport)
 
     def __repr__(self) -> str:
-        # Names the credential's variable, never its value; headers are left out on purpose.
+        # Names the credential's variables, never their values; headers are left out on purpose.
         spec = self.spec
-        env = spec.credential.env_name if spec.credential else None
+        env = ",".join(spec.credential.env_names) if spec.credential else None
         return (f"HttpJsonProbe(name={self.name!r}, url={spec.base_url + spec.path.text!r}, "
                 f"authority={spec.authority.value!r}, token_env={env!r})")
 
     def probe(self, target: ProbeTarget) -> Observation | Receipt:
-        credential = self.spec.credential
-        if credential is not None and credential.value is None:
-            return self._unavailable(target, f"credentials not set: {credential.env_name}")
         try:
-            return self._read(target)
-        except (MissingValue, FetchError, UnusableResponse) as exc:
+            headers = {k: t.render(target) for k, t in self.spec.headers.items()}
+            if self.spec.credential is not None:
+                headers.update(self.spec.credential.headers())
+            return self._read(target, headers)
+        except (MissingCredential, MissingValue, FetchError, UnusableResponse) as exc:
             return self._unavailable(target, str(exc))
 
-    def _read(self, target: ProbeTarget) -> Observation | Receipt:
+    def _fetch(self, session: httpx.Client, url: str, params: Mapping[str, str],
+               headers: Mapping[str, str], deadline: float) -> Reply:
+        return get(session, url, params, self.spec.policy, self._clock, deadline=deadline,
+                   headers=headers, budget=self.spec.budget)
+
+    def _read(self, target: ProbeTarget, headers: Mapping[str, str]) -> Observation | Receipt:
         spec = self.spec
         url = spec.base_url + spec.path.render(target, lambda value: quote(value, safe=""))
-        params = {key: template.render(target) for key, template in spec.params.items()}
+        params: Mapping[str, str] = {k: t.render(target) for k, t in spec.params.items()}
+        deadline = time.monotonic() + spec.policy.deadline_s
+        read = _Read({})
         with self._clients.client() as session:
-            reply = get(session, url, params, spec.policy, self._clock)
-        if reply.status == 404 and self._means_zero(reply.content, target):
-            return Observation(target.operation_id, reply.at, self.name, spec.authority)
-        if not 200 <= reply.status < 300:
-            raise UnusableResponse(f"HTTP {reply.status}")
-        body = _json(reply.content)
-        for check in spec.require:
-            if not check.holds(body, target):
-                raise UnusableResponse(f"the response failed the check on {check.path!r}")
-        found = spec.extraction.found(body, target)
-        if spec.receipt:
-            match = found.matches[0]
-            return Receipt(target.operation_id, reply.at, match.provider_ref, match.request_hash,
-                           source="lookup")
-        # A zero in a list that may go on past this page proves nothing.
-        authority = spec.authority if found.matches or found.complete else Authority.WEAK
-        return Observation(target.operation_id, reply.at, self.name, authority, found.matches)
+            for page in range(spec.max_pages):
+                try:
+                    reply = self._fetch(session, url, params, headers, deadline)
+                except FetchError as exc:
+                    if page == 0:
+                        raise
+                    read.cut = f"page {page + 1}: {exc}"
+                    break
+                read.at = read.at or reply.at
+                if reply.status == 404 and page == 0 and self._means_zero(
+                        session, reply, target, headers, deadline):
+                    return Observation(target.operation_id, reply.at, self.name, spec.authority)
+                if not 200 <= reply.status < 300:
+                    raise UnusableResponse(f"HTTP {reply.status}{_error_code(reply.content)}")
+                body = _json(reply.content)
+                for check in spec.require:
+                    if not check.holds(body, target):
+                        raise UnusableResponse(f"the response failed the check on {check.path!r}"
+                                               f"{_error_code(reply.content)}")
+                found = spec.extraction.found(body, target)
+                if spec.receipt:
+                    return self._receipt(target, reply, found)
+                for match in found.matches:
+                    read.matches.setdefault(match.provider_ref, match)
+                read.cut = read.cut or self._undecided(found) or self._incomplete(body)
+                following = spec.pagination.following(
+                    url, params, body, reply.headers, spec.extraction.items(body), spec.base_url)
+                if following is None:
+                    break
+                if isinstance(following, Cut):
+                    read.cut = read.cut or following.why
+                    break
+                url, params = following.url, following.params
+            else:
+                read.cut = read.cut or f"more than max_pages = {spec.max_pages} pages"
+        assert read.at is not None
+        if read.cut is not None and not read.matches:
+            return self._unavailable(target, f"read cut short: {read.cut}", read.at)
+        return Observation(target.operation_id, read.at, self.name, spec.authority,
+                           tuple(read.matches.values()))
 
-    def _means_zero(self, content: bytes, target: ProbeTarget) -> bool:
-        """Whether a 404 says "no such object" (and not, say, "no such route")."""
+    def _receipt(self, target: ProbeTarget, reply: Reply, found: Found) -> Observation | Receipt:
+        if not found.matches:
+            return self._unavailable(target, "the record's status decides nothing", reply.at)
+        match = found.matches[0]
+        return Receipt(target.operation_id, reply.at, match.provider_ref, match.request_hash,
+                       source="lookup")
+
+    @staticmethod
+    def _undecided(found: Found) -> str | None:
+        return f"{found.undecided} object(s) in a status that decides nothing yet" \
+            if found.undecided else None
+
+    def _incomplete(self, body: Any) -> str | None:
+        flag = self.spec.incomplete
+        if flag is None:
+            return None
+        value = body.get(flag) if isinstance(body, dict) else None
+        return f"the provider marked the answer incomplete ({flag})" if value is True else None
+
+    def _means_zero(self, session: httpx.Client, reply: Reply, target: ProbeTarget,
+                    headers: Mapping[str, str], deadline: float) -> bool:
+        """Whether a 404 says "no such object" (and not "no such route", nor "not in the
+        account or mode this key reads"): its body passes the checks, then each confirm read."""
         checks = self.spec.not_found
-        if not checks:
-            return checks is not None
+        if checks is None:
+            return False
         try:
-            body = _json(content)
+            body = _json(reply.content)
         except UnusableResponse:
             return False
-        return all(check.holds(body, target) for check in checks)
+        if not all(check.holds(body, target) for check in checks):
+            return False
+        for confirm in self.spec.confirm:
+            url = self.spec.base_url + confirm.path.render(target, lambda v: quote(v, safe=""))
+            answer = self._fetch(session, url, {}, headers, deadline)
+            if not 200 <= answer.status < 300:
+                raise UnusableResponse(f"HTTP {answer.status} from the confirm read "
+                                       f"{confirm.path.text}: a 404 proves no zero")
+            if not all(check.holds(_json(answer.content), target) for check in confirm.checks):
+                raise UnusableResponse(f"the confirm read {confirm.path.text} shows another "
+                                       "account or mode: a 404 proves no zero")
+        return True
 
-    def _unavailable(self, target: ProbeTarget, error: str) -> Observation:
-        return Observation(target.operation_id, self._clock(), self.name, Authority.UNAVAILABLE,
-                           error=error)
+    def _unavailable(self, target: ProbeTarget, error: str,
+                     at: datetime | None = None) -> Observation:
+        return Observation(target.operation_id, at or self._clock(), self.name,
+                           Authority.UNAVAILABLE, error=error)
 
 
 def _json(content: bytes) -> Any:
@@ -185,6 +186,23 @@ def _json(content: bytes) -> Any:
         return json.loads(content)
     except ValueError:
         raise UnusableResponse("the response is not JSON") from None
+
+
+def _error_code(content: bytes) -> str:
+    """The provider's own error code, for the operator: codes only, never messages or data."""
+    try:
+        body = json.loads(content)
+    except ValueError:
+        return ""
+    if not isinstance(body, dict):
+        return ""
+    error = body.get("error")
+    for code in (error.get("code") if isinstance(error, dict) else error,
+                 body.get("ErrorCode"), body.get("code")):
+        if isinstance(code, str | int) and not isinstance(code, bool) and _CODE.fullmatch(
+                str(code)):
+            return f" ({code})"
+    return ""
 
 
 def http_json(name: str, options: Mapping[str, Any], env: Mapping[str, str], *,

@@ -64,11 +64,37 @@ class FieldCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class StatusFilter:
+    """Which of an object's statuses are the effect.
+
+    `effect`: the effect happened (or will, like a queued message); `no_effect`: it did not
+    (a failed or canceled object is not the effect). Any other status (a payment still
+    `requires_action`, a status the provider added since) decides nothing yet: the read
+    proves no zero while such an object is there.
+    """
+
+    path: str
+    effect: frozenset[str]
+    no_effect: frozenset[str] = frozenset()
+
+    def classify(self, item: dict[str, Any]) -> bool | None:
+        """True: the effect; False: not the effect; None: undecided."""
+        try:
+            status = dig(item, self.path)
+        except LookupError:
+            return None
+        if status in self.effect:
+            return True
+        return False if status in self.no_effect else None
+
+
+@dataclass(frozen=True, slots=True)
 class Found:
-    """The operation's matches in one answer; `complete` is False for a possibly cut list."""
+    """The operation's matches in one answer; `undecided` counts its objects whose status
+    decides nothing yet (they forbid a zero)."""
 
     matches: tuple[Match, ...]
-    complete: bool = True
+    undecided: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +102,8 @@ class Extraction:
     """How to read matches out of a JSON answer.
 
     `path` leads to a list of items or, when `single`, to the one object of a read by id.
-    `page_size`: a list this long may continue on a next page, so it is not complete.
+    `hash` is where an item carries the request hash the agent attached (for instance
+    `metadata.request_hash`): a real provider returns only what it was given.
     """
 
     path: str
@@ -84,9 +111,10 @@ class Extraction:
     ref: str
     hash: str | None = None
     where: tuple[FieldCheck, ...] = ()
-    page_size: int | None = None
+    status: StatusFilter | None = None
 
-    def found(self, body: Any, target: ProbeTarget) -> Found:
+    def items(self, body: Any) -> list[dict[str, Any]]:
+        """The answer's objects (one, for a read by id)."""
         try:
             located = dig(body, self.path)
         except LookupError:
@@ -94,19 +122,28 @@ class Extraction:
         if self.single:
             if not isinstance(located, dict):
                 raise UnusableResponse("the response is not an object")
-            if not self._belongs(located, target):
-                # Someone else's object under our reference proves nothing either way.
-                raise UnusableResponse("the object found is not this operation's")
-            return Found((self._match(located),))
+            return [located]
         if not isinstance(located, list) or not all(isinstance(i, dict) for i in located):
             raise UnusableResponse(f"{self.path or 'the response'!r} is not a list of objects")
+        return located
+
+    def found(self, body: Any, target: ProbeTarget) -> Found:
+        items = self.items(body)
+        if self.single and not self._belongs(items[0], target):
+            # Someone else's object under our reference proves nothing either way.
+            raise UnusableResponse("the object found is not this operation's")
         matches: dict[str, Match] = {}
-        for item in located:
-            if self._belongs(item, target):
+        undecided = 0
+        for item in items:
+            if not self._belongs(item, target):
+                continue
+            effect = True if self.status is None else self.status.classify(item)
+            if effect is None:
+                undecided += 1
+            elif effect:
                 match = self._match(item)
                 matches.setdefault(match.provider_ref, match)
-        complete = self.page_size is None or len(located) < self.page_size
-        return Found(tuple(matches.values()), complete)
+        return Found(tuple(matches.values()), undecided)
 
     def _belongs(self, item: dict[str, Any], target: ProbeTarget) -> bool:
         return all(check.holds(item, target) for check in self.where)

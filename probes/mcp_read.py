@@ -15,7 +15,8 @@ items are the operation's effects, so a provider that ships an MCP server needs 
 
 The tool's first text block is read as JSON, else its structured content. Any failure (the
 server unreachable, a tool error, an answer without the list) is an `unavailable` observation,
-and a list as long as `page_size` may continue on a next page, so it proves no zero (`weak`).
+and a list as long as `page_size` may continue on a next page: a cut read proves no zero
+(SPEC section 3), so with nothing matched it is `unavailable`; its matches keep their authority.
 """
 
 from __future__ import annotations
@@ -49,18 +50,26 @@ class McpReadProbe:
     extraction: Extraction
     authority: Authority = Authority.LAGGING
     timeout_s: float = 10.0
+    #: The longest list the tool answers in one call: a list that long may be cut.
+    page_size: int | None = None
 
     def probe(self, target: ProbeTarget) -> Observation | Receipt:
         try:
             arguments = {k: v.render(target) if isinstance(v, Template) else v
                          for k, v in self.arguments.items()}
-            found = self.extraction.found(anyio.run(self._read, arguments), target)
+            body = anyio.run(self._read, arguments)
+            found = self.extraction.found(body, target)
+            cut = self.page_size is not None and len(
+                self.extraction.items(body)) >= self.page_size
         except (MissingValue, UnusableResponse) as exc:
             return self._unavailable(target, str(exc))
         except Exception as exc:  # the server's trouble is evidence of nothing
             return self._unavailable(target, f"{type(exc).__name__} calling {self.tool}")
-        authority = self.authority if found.complete or found.matches else Authority.WEAK
-        return Observation(target.operation_id, utc_now(), self.name, authority, found.matches)
+        if not found.matches and (cut or found.undecided):
+            return self._unavailable(target, f"{self.tool} answered a list that may continue "
+                                     "past this page, or undecided items: no zero")
+        return Observation(target.operation_id, utc_now(), self.name, self.authority,
+                           found.matches)
 
     def _unavailable(self, target: ProbeTarget, why: str) -> Observation:
         return Observation(target.operation_id, utc_now(), self.name, Authority.UNAVAILABLE,
@@ -115,9 +124,9 @@ def mcp_read(name: str, options: Mapping[str, Any], env: Mapping[str, str], *,
         raise read.error("option 'authority' must be 'authoritative' or 'lagging'")
     extraction = Extraction(
         path=read.string("items", "") or "", single=False, ref=read.required_string("ref"),
-        where=FieldCheck.table(read.table("where", scalars=True), where),
-        page_size=read.integer("page_size", 0, minimum=0) or None)
+        where=FieldCheck.table(read.table("where", scalars=True), where))
     probe = McpReadProbe(name, connector, read.required_string("tool"), arguments, extraction,
-                         _AUTHORITIES[authority], read.number("timeout_s", 10.0))
+                         _AUTHORITIES[authority], read.number("timeout_s", 10.0),
+                         read.integer("page_size", 0, minimum=0) or None)
     read.finish()
     return probe

@@ -21,6 +21,10 @@ class Options:
         self._where = where
         self._seen: set[str] = set()
 
+    @property
+    def where(self) -> str:
+        return self._where
+
     def error(self, message: str) -> ProbeConfigError:
         return ProbeConfigError(f"{self._where}: {message}")
 
@@ -66,6 +70,12 @@ class Options:
         if value < minimum:
             raise self.error(f"option {key!r} must be at least {minimum}")
         return value
+
+    def list_of_strings(self, key: str) -> list[str]:
+        value: list[Any] | None = self._get(key, list, "a list of strings")
+        if value is not None and not all(isinstance(v, str) for v in value):
+            raise self.error(f"option {key!r} must be a list of strings")
+        return list(value or [])
 
     def table(self, key: str, scalars: bool = False) -> dict[str, Any]:
         """A table of strings, or (`scalars`) of strings, numbers and booleans."""

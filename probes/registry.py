@@ -21,7 +21,7 @@ from probes.credentials import reject_inline_secrets
 from probes.errors import ProbeConfigError, UnknownProbeError
 from probes.http_json import http_json
 from probes.mcp_read import mcp_read
-from probes.recipes import RECIPES, recipe_factory
+from probes.recipes import RECIPES, RENAMED, recipe_factory
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,11 @@ class ProbeRegistry:
         if use in self._factories:
             return self._factories[use]
         points = self._plugins.get(use)
+        if not points and use in RENAMED:
+            raise UnknownProbeError(
+                f"probe {use!r} was renamed: use {RENAMED[use]}; the *_like recipes read the "
+                "old sandbox's shapes, the new ones speak the provider's real API "
+                "(docs/probes.md)")
         if not points:
             raise UnknownProbeError(
                 f"no probe named {use!r}; known probes: {', '.join(self.names())}")

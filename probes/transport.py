@@ -1,8 +1,12 @@
 """One read-only HTTP GET, retried on transient trouble and bounded in time and size.
 
 Transient means the provider may answer if asked again soon: connect errors, timeouts, dropped
-connections, 429 and 502/503/504. Everything is bounded (tries, per-try timeout, a deadline
-for all tries, a response size cap) because a reconcile pass must end even when a provider hangs.
+connections, 429 and 502/503/504, and GitHub's rate-limit 403 (`x-ratelimit-remaining: 0`).
+A rate-limit answer is waited out as the provider asks (`Retry-After` in seconds or as an HTTP
+date, GitHub's `x-ratelimit-reset`), never sooner, and closes the provider's request budget for
+every probe sharing it (probes/budget.py); a wait that would pass the deadline ends the read as
+`rate limited`. Everything is bounded (tries, per-try timeout, one deadline for all tries and
+pages, a response size cap) because a reconcile pass must end even when a provider hangs.
 """
 
 from __future__ import annotations
@@ -13,12 +17,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from functools import cache
 
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type
+
+from probes.budget import Budget, BudgetSpent
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +53,7 @@ class Reply:
     at: datetime
     status: int
     content: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 class FetchError(Exception):
@@ -53,7 +61,41 @@ class FetchError(Exception):
 
 
 class _Transient(Exception):
-    """Worth another try."""
+    """Worth another try; `retry_after` is the provider's own wait, in seconds, if it gave one."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def retry_after(response: httpx.Response, now: Callable[[], float] = time.time) -> float | None:
+    """The wait a rate-limit answer asks for, in seconds; None when it names none."""
+    value = response.headers.get("retry-after")
+    if value is not None:
+        value = value.strip()
+        if value.isdigit():
+            return float(value)
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return max(when.timestamp() - now(), 0.0)
+    reset = response.headers.get("x-ratelimit-reset")
+    if reset is not None and reset.strip().isdigit():
+        return max(float(reset) - now(), 0.0)
+    return None
+
+
+def _rate_limited(response: httpx.Response) -> bool:
+    # GitHub answers a spent primary rate limit with 403 and x-ratelimit-remaining: 0, and a
+    # secondary one with 403 or 429 and Retry-After; a plain 403 is a permission error.
+    if response.status_code == 429:
+        return True
+    return response.status_code == 403 and (
+        response.headers.get("x-ratelimit-remaining") == "0"
+        or "retry-after" in response.headers)
 
 
 class Clients:
@@ -99,33 +141,57 @@ def _tls() -> ssl.SSLContext:
 
 
 def get(session: httpx.Client, url: str, params: Mapping[str, str], policy: RetryPolicy,
-        clock: Callable[[], datetime]) -> Reply:
-    """GET `url` with `params` until a non-transient answer, or raise `FetchError`."""
-    deadline = time.monotonic() + policy.deadline_s
+        clock: Callable[[], datetime], *, deadline: float | None = None,
+        headers: Mapping[str, str] | None = None, budget: Budget | None = None) -> Reply:
+    """GET `url` with `params` until a non-transient answer, or raise `FetchError`.
+
+    `deadline` (monotonic) bounds every try, wait and byte; by default `policy.deadline_s` from
+    now. `budget`, when given, is spent once per try.
+    """
+    deadline = time.monotonic() + policy.deadline_s if deadline is None else deadline
 
     def remaining() -> float:
         return max(deadline - time.monotonic(), 0.0)
 
     def once() -> Reply:
+        if budget is not None:
+            try:
+                budget.take(deadline)
+            except BudgetSpent as exc:
+                raise FetchError(f"rate limited: {exc}") from None
         # The send time, not the arrival time, dates the answer: the provider's state is at least
         # this recent, which is the safe side for a lagging read's "late enough" test.
         at = clock()
         timeout = min(policy.timeout_s, max(remaining(), 0.05))
         try:
-            with session.stream("GET", url, params=params, timeout=timeout) as response:
-                if response.status_code in RETRY_STATUSES:
-                    raise _Transient(f"HTTP {response.status_code}")
-                return Reply(at, response.status_code, _read(response, deadline, policy))
+            with session.stream("GET", url, params=params or None, headers=headers,
+                                timeout=timeout) as response:
+                if _rate_limited(response) or response.status_code in RETRY_STATUSES:
+                    wait = retry_after(response)
+                    if wait is not None and budget is not None:
+                        budget.close_for(wait)
+                    limited = "rate limited: " if _rate_limited(response) else ""
+                    raise _Transient(f"{limited}HTTP {response.status_code}", wait)
+                return Reply(at, response.status_code, _read(response, deadline, policy),
+                             dict(response.headers))
         except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
             raise _Transient(type(exc).__name__) from None
         except httpx.HTTPError as exc:
             raise FetchError(f"request failed: {type(exc).__name__}") from None
 
+    def asked_wait(state: RetryCallState) -> float | None:
+        failure = state.outcome.exception() if state.outcome else None
+        return failure.retry_after if isinstance(failure, _Transient) else None
+
     def wait(state: RetryCallState) -> float:
-        return min(policy.backoff_s * 2.0 ** (state.attempt_number - 1), remaining())
+        asked = asked_wait(state)
+        backoff = policy.backoff_s * 2.0 ** (state.attempt_number - 1)
+        return min(max(backoff, asked or 0.0), remaining())
 
     def stop(state: RetryCallState) -> bool:
-        return state.attempt_number >= policy.tries or remaining() <= 0
+        asked = asked_wait(state)
+        return (state.attempt_number >= policy.tries or remaining() <= 0
+                or (asked is not None and asked > remaining()))
 
     def note_retry(state: RetryCallState) -> None:
         failure = state.outcome.exception() if state.outcome else None
@@ -136,7 +202,11 @@ def get(session: httpx.Client, url: str, params: Mapping[str, str], policy: Retr
     try:
         return retrying(once)
     except _Transient as exc:
-        raise FetchError(f"{exc} after {retrying.statistics['attempt_number']} tries") from None
+        tries = retrying.statistics["attempt_number"]
+        if exc.retry_after is not None and exc.retry_after > remaining():
+            raise FetchError(f"{exc}, asked to wait {exc.retry_after:g}s: past the deadline "
+                             f"(after {tries} tries)") from None
+        raise FetchError(f"{exc} after {tries} tries") from None
 
 
 def _read(response: httpx.Response, deadline: float, policy: RetryPolicy) -> bytes:

@@ -108,14 +108,15 @@ def sandbox_command(
                     ] = "127.0.0.1",
     port: Annotated[int | None, typer.Option(help="Port to listen on [default 8081].")] = None,
 ) -> None:
-    """Serve the sandbox provider: fake payments, email, chat and issue APIs with fault
-    injection (see docs/sandbox-api.md). In-memory; stops with Ctrl+C."""
+    """Serve the sandbox provider: fake Stripe, Postmark, Slack, GitHub and Twilio APIs in their
+    real wire formats, with fault injection (see docs/sandbox-api.md). In-memory; stops with
+    Ctrl+C."""
     from reconciler.sandbox import serve
     from reconciler.sandbox.server import DEFAULT_PORT
 
     port = DEFAULT_PORT if port is None else port
-    typer.echo(f"sandbox provider on http://{host}:{port} (payments /pay, email /mail, "
-               "chat /chat, issues /gh; faults via the X-Sandbox-Fault header)")
+    typer.echo(f"sandbox provider on http://{host}:{port} (Stripe /pay, Postmark /mail, "
+               "Slack /chat, GitHub /gh, Twilio /twilio; faults via the X-Sandbox-Fault header)")
     serve(host, port)
 
 

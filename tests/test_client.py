@@ -35,8 +35,9 @@ def sidecar(tmp_path: Path, sandbox: RunningSandbox) -> Iterator[str]:
 idempotency_keys = true
 visibility_lag_s = 1
 [[providers.payments.probes]]
-use = "stripe_like.idempotency_record"
+use = "stripe.charges.list"
 base_url = "{sandbox.url}/pay"
+auth = "none"
 tries = 1
 """)
     settings = Settings(db=f"sqlite:///{tmp_path / 'r.db'}", sweep_interval_s=0, config=config)

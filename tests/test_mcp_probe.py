@@ -62,7 +62,7 @@ def test_a_missing_correlation_is_unavailable() -> None:
 
 def test_a_full_page_without_a_match_proves_no_zero() -> None:
     chat = server([{"channel": "C1", "ts": "1.2", "op": "op-2"}])
-    assert observed(probe(chat, page_size=1).probe(TARGET)).authority is Authority.WEAK
+    assert observed(probe(chat, page_size=1).probe(TARGET)).authority is Authority.UNAVAILABLE
 
 
 def test_the_kind_is_registered_and_checks_its_options() -> None:

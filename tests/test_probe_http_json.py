@@ -22,6 +22,8 @@ from reconciler.domain import Authority, Match
 
 from probe_harness import BASE, OP, SECRET, Handler, charge, observe, probe
 
+STRIPE_ENV = {"STRIPE_SECRET_KEY": "sk_test_x"}
+
 # --- transport trouble -------------------------------------------------------------------------
 
 
@@ -43,7 +45,7 @@ def test_transient_errors_are_retried_until_an_answer() -> None:
     handler, calls = scripted(
         httpx.Response(503), httpx.ConnectError("refused"), httpx.Response(429),
         httpx.Response(200, json={"data": [charge("ch_1")]}))
-    obs = observe(probe("stripe_like.search", handler, tries=4))
+    obs = observe(probe("stripe.payment_intents.search", handler, tries=4))
     assert obs.matches == (Match("ch_1", "sha256:ch_1"),) and len(calls) == 4
 
 
@@ -53,17 +55,18 @@ def test_transient_errors_are_retried_until_an_answer() -> None:
 ])
 def test_retries_are_bounded_then_unavailable(step: Any, error: str) -> None:
     handler, calls = scripted(step)
-    obs = observe(probe("stripe_like.search", handler))
+    obs = observe(probe("stripe.payment_intents.search", handler))
     assert (obs.authority, obs.error, obs.matches, len(calls)) == (
         Authority.UNAVAILABLE, error, (), 3)
 
 
 @pytest.mark.parametrize(("response", "error"), [
-    (httpx.Response(500, json={"error": "boom"}), "HTTP 500"),
+    (httpx.Response(500, json={"error": "boom"}), "HTTP 500 (boom)"),
     (httpx.Response(200, text="<html>oops</html>"), "the response is not JSON"),
     (httpx.Response(200, json={"data": {"not": "a list"}}), "'data' is not a list of objects"),
     (httpx.Response(200, json={"object": "search_result"}), "no 'data' in the response"),
-    (httpx.Response(200, json={"data": [{"metadata": {"operation_id": OP}}]}),
+    (httpx.Response(200, json={"data": [{"metadata": {"operation_id": OP},
+                                         "status": "succeeded"}]}),
      "a matching item has no 'id'"),
     (httpx.Response(302, headers={"Location": "http://elsewhere.test/"}), "HTTP 302"),
     (httpx.Response(200, content=b"[" * 2_000_000), "response larger than 1048576 bytes"),
@@ -71,7 +74,7 @@ def test_retries_are_bounded_then_unavailable(step: Any, error: str) -> None:
 def test_unexpected_answers_are_unavailable_without_retry(response: httpx.Response,
                                                           error: str) -> None:
     handler, calls = scripted(response)
-    obs = observe(probe("stripe_like.search", handler))
+    obs = observe(probe("stripe.payment_intents.search", handler))
     assert (obs.authority, obs.error, len(calls)) == (Authority.UNAVAILABLE, error, 1)
 
 
@@ -100,8 +103,8 @@ def silent_server() -> Iterator[str]:
 
 
 def test_a_hanging_read_is_cut_by_the_timeout(silent_server: str) -> None:
-    p = recipe_factory("stripe_like.search")(
-        "s", {"base_url": silent_server, "timeout_s": 0.2, "backoff_s": 0, "tries": 2}, {})
+    p = recipe_factory("stripe.payment_intents.search")(
+        "s", {"base_url": silent_server, "timeout_s": 0.2, "backoff_s": 0, "tries": 2}, STRIPE_ENV)
     started = time.monotonic()
     obs = observe(p)
     assert (obs.authority, obs.error) == (Authority.UNAVAILABLE, "ReadTimeout after 2 tries")
@@ -109,8 +112,9 @@ def test_a_hanging_read_is_cut_by_the_timeout(silent_server: str) -> None:
 
 
 def test_the_deadline_bounds_all_tries_together(silent_server: str) -> None:
-    p = recipe_factory("stripe_like.search")(
-        "s", {"base_url": silent_server, "timeout_s": 5, "deadline_s": 0.3, "tries": 10}, {})
+    p = recipe_factory("stripe.payment_intents.search")(
+        "s", {"base_url": silent_server, "timeout_s": 5, "deadline_s": 0.3, "tries": 10},
+        STRIPE_ENV)
     started = time.monotonic()
     assert observe(p).authority is Authority.UNAVAILABLE
     assert time.monotonic() - started < 1.5
@@ -120,8 +124,8 @@ def test_an_observation_is_dated_when_its_answering_read_was_sent() -> None:
     # Safe for a lagging zero: the provider's state is at least as recent as the send time.
     ticks = iter(datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=s) for s in range(10))
     handler, _ = scripted(httpx.Response(503), httpx.Response(200, json={"data": []}))
-    p = recipe_factory("stripe_like.search")(
-        "s", {"base_url": BASE, "backoff_s": 0}, {}, transport=httpx.MockTransport(handler),
+    p = recipe_factory("stripe.payment_intents.search")(
+        "s", {"base_url": BASE, "backoff_s": 0}, STRIPE_ENV, transport=httpx.MockTransport(handler),
         clock=lambda: next(ticks))
     assert observe(p).at == datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC)
 
@@ -131,7 +135,7 @@ def test_an_observation_is_dated_when_its_answering_read_was_sent() -> None:
 
 def test_missing_credentials_make_the_probe_unavailable_without_a_request() -> None:
     handler, calls = scripted(httpx.Response(200, json={"data": []}))
-    obs = observe(probe("stripe_like.search", handler, token_env="UNSET_KEY"))
+    obs = observe(probe("stripe.payment_intents.search", handler, token_env="UNSET_KEY"))
     assert (obs.authority, obs.error, calls) == (
         Authority.UNAVAILABLE, "credentials not set: UNSET_KEY", [])
 
@@ -143,7 +147,7 @@ def test_secrets_are_sent_but_never_shown() -> None:
         sent.append(request.headers["Authorization"])
         return httpx.Response(401, json={"error": f"bad key {SECRET}"})
 
-    p = probe("stripe_like.search", handler, token_env="PAY_KEY")
+    p = probe("stripe.payment_intents.search", handler, token_env="PAY_KEY")
     obs = observe(p)
     assert sent == [f"Bearer {SECRET}"]
     assert obs.error == "HTTP 401"

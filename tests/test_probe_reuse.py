@@ -28,10 +28,12 @@ class ThreadNoting:
     def __init__(self) -> None:
         self.threads: list[int] = []
         self.release = threading.Event()
+        self.hanging = threading.Event()
 
     def probe(self, t: ProbeTarget) -> Observation:
         self.threads.append(threading.get_ident())
         if t.operation_id == "hangs":
+            self.hanging.set()
             self.release.wait(PATIENCE_S)
         return Observation(t.operation_id, datetime.now(UTC), self.name, Authority.WEAK)
 
@@ -47,6 +49,7 @@ def test_calls_one_after_another_reuse_one_thread() -> None:
 def test_a_hung_call_keeps_its_thread_and_the_next_call_gets_another() -> None:
     threads, noting = ProbeThreads(), ThreadNoting()
     hung = threads.submit(noting, target(operation_id="hangs"))
+    assert noting.hanging.wait(PATIENCE_S)  # the hung call holds its thread before the next
     answered = threads.submit(noting, target()).result(PATIENCE_S)
     assert not hung.done() and isinstance(answered, Observation)
     assert len(set(noting.threads)) == 2
@@ -83,7 +86,7 @@ def test_a_cookie_set_on_one_call_is_not_sent_with_the_next() -> None:
         return httpx.Response(200, json={"data": [charge("ch_1")]},
                               headers={"set-cookie": "session=abc; Path=/"})
 
-    p = probe("stripe_like.search", handler)
+    p = probe("stripe.payment_intents.search", handler)
     observe(p)
     observe(p)
     assert sent == [None, None]

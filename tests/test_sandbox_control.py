@@ -23,13 +23,15 @@ def test_reset_clears_objects_and_config(client: httpx.Client) -> None:
     client.post("/_sandbox/reset").raise_for_status()
 
     assert stored(client, "pay") == []
-    assert client.get("/pay/v1/idempotency_keys/k-1").status_code == 404
+    assert client.get("/pay/_sandbox/idempotency_keys/k-1").status_code == 404
     defaults = client.post("/_sandbox/config", json={}).json()
     assert defaults == {
         "search_lag_s": 0,
         "cached_list": False,
         "read_unavailable": False,
+        "rate_limited_s": 0,
         "hold_s": 30,
+        "key_retention_s": 86400,
     }
 
 

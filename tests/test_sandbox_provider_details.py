@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import httpx
 
-from reconciler.hashing import request_hash
+from reconciler.sandbox import ManualClock
 
 from sandbox_harness import CHAT, ISSUES, MAIL, write
 
@@ -31,7 +31,7 @@ def test_history_shows_metadata_only_with_include_all_metadata(client: httpx.Cli
 
     assert "metadata" not in plain[0]
     assert full["messages"][0]["metadata"] == CHAT.body("op-1")["metadata"]
-    assert full["messages"][0]["request_hash"] == request_hash(CHAT.body("op-1"))
+    assert "request_hash" not in full["messages"][0]
 
 
 def test_history_limit_reports_has_more(client: httpx.Client) -> None:
@@ -42,6 +42,80 @@ def test_history_limit_reports_has_more(client: httpx.Client) -> None:
 
     assert len(page.json()["messages"]) == 2
     assert page.json()["has_more"] is True
+    cursor = page.json()["response_metadata"]["next_cursor"]
+    rest = client.get("/chat/api/conversations.history",
+                      params={"channel": "C1", "limit": 2, "cursor": cursor}).json()
+    assert (len(rest["messages"]), rest["has_more"], rest["response_metadata"]) == (
+        1, False, {"next_cursor": ""})
+
+
+def test_history_reads_only_the_window_between_oldest_and_latest(
+    client: httpx.Client, clock: ManualClock
+) -> None:
+    first = write(client, CHAT, "op-1").json()["ts"]
+    clock.advance(10)
+    second = write(client, CHAT, "op-2").json()["ts"]
+    history = "/chat/api/conversations.history"
+
+    after = client.get(history, params={"channel": "C1", "oldest": first}).json()["messages"]
+    before = client.get(history, params={"channel": "C1", "latest": second}).json()["messages"]
+
+    assert [m["ts"] for m in after] == [second]
+    assert [m["ts"] for m in before] == [first]
+
+
+def test_history_of_a_string_that_is_no_conversation_id_answers_channel_not_found(
+    client: httpx.Client,
+) -> None:
+    answer = client.get("/chat/api/conversations.history", params={"channel": "#general"})
+
+    assert answer.json() == {"ok": False, "error": "channel_not_found"}
+
+
+def test_an_unknown_cursor_answers_invalid_cursor(client: httpx.Client) -> None:
+    answer = client.get("/chat/api/conversations.history",
+                        params={"channel": "C1", "cursor": "not-a-cursor"})
+
+    assert answer.json() == {"ok": False, "error": "invalid_cursor"}
+
+
+def test_issue_list_pages_with_link_and_filters_by_since(
+    client: httpx.Client, clock: ManualClock
+) -> None:
+    for op in ("op-1", "op-2", "op-3"):
+        write(client, ISSUES, op)
+    listing = "/gh/repos/acme/app/issues"
+
+    first = client.get(listing, params={"per_page": 2})
+    assert len(first.json()) == 2
+    nxt = first.links["next"]["url"]
+    second = client.get(nxt)
+    assert len(second.json()) == 1 and "next" not in second.links
+    later = client.get(listing, params={"since": "2100-01-01T00:00:00Z"})
+    assert later.json() == []
+
+
+def test_issue_search_says_whether_its_results_are_complete(client: httpx.Client) -> None:
+    write(client, ISSUES, "op-1")
+
+    found = client.get("/gh/search/issues",
+                       params={"q": '"reconciler:op=op-1" repo:acme/app in:body'}).json()
+
+    assert (found["total_count"], found["incomplete_results"]) == (1, False)
+
+
+def test_outbound_search_filters_by_every_metadata_parameter(client: httpx.Client) -> None:
+    write(client, MAIL, "op-1")
+    write(client, MAIL, "op-2")
+    search = "/mail/messages/outbound"
+
+    found = client.get(search, params={"count": 10, "offset": 0,
+                                       "metadata_operation_id": "op-2"}).json()
+    too_far = client.get(search, params={"count": 500, "offset": 9_600})
+
+    assert [m["Metadata"]["operation_id"] for m in found["Messages"]] == ["op-2"]
+    assert found["Messages"][0]["Status"] == "Sent"
+    assert (too_far.status_code, too_far.json()["ErrorCode"]) == (422, 603)
 
 
 def test_outbound_search_pages_with_count_and_offset(client: httpx.Client) -> None:

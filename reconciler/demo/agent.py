@@ -10,10 +10,12 @@ a connection error. Integration tests reuse these shapes to drive the sandbox th
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
@@ -25,6 +27,7 @@ from reconciler.hashing import canonical_json, derive_idempotency_key, request_h
 OPERATION = "{operation_id}"
 CHANNEL = "C0DEMO"
 OWNER, REPO = "acme", "demo"
+TWILIO_ACCOUNT, SMS_TO = "AC0DEMO", "+15550001111"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +50,22 @@ class Shape:
     receipt_hash: str | None = None
     keyed: bool = False
     correlation: Mapping[str, str] = field(default_factory=dict)
+    #: Sent form-encoded (Twilio) instead of as canonical JSON bytes.
+    form: bool = False
+    headers: Mapping[str, str] = field(default_factory=dict)
 
     def params(self, operation_id: str) -> dict[str, Any]:
         """The exact JSON body the agent sends for `operation_id`."""
         filled: dict[str, Any] = _fill(self.body, operation_id)
         return filled
+
+    def request(self, operation_id: str) -> tuple[dict[str, str], bytes]:
+        """The headers and bytes of the body for `operation_id`."""
+        params = self.params(operation_id)
+        if self.form:
+            return ({**self.headers, "Content-Type": "application/x-www-form-urlencoded"},
+                    urlencode(params).encode())
+        return {**self.headers, "Content-Type": "application/json"}, canonical_json(params)
 
 
 def _fill(template: Any, operation_id: str) -> Any:
@@ -66,8 +80,8 @@ SHAPES: dict[str, Shape] = {shape.provider: shape for shape in (
     # With a provider idempotency key, a same-key retry is idempotent: the only retryable one.
     Shape("payments", "charges.create", Effect.IDEMPOTENT_WRITE, "/pay", "/v1/charges",
           {"amount": 1250, "currency": "eur", "metadata": {"operation_id": OPERATION}},
-          receipt_ref="id", receipt_hash="request_hash", keyed=True),
-    # Postmark answers a MessageID but no request hash: a reference, never a bound receipt.
+          receipt_ref="id", keyed=True),
+    # Providers answer a reference but no request hash: a reference, never a bound receipt.
     Shape("email", "email.send", Effect.NON_IDEMPOTENT, "/mail", "/email",
           {"From": "agent@example.test", "To": "customer@example.test",
            "Subject": "Your booking", "TextBody": "Booked for Tuesday.",
@@ -77,14 +91,19 @@ SHAPES: dict[str, Shape] = {shape.provider: shape for shape in (
           {"channel": CHANNEL, "text": "Deploy finished.",
            "metadata": {"event_type": "agent_action",
                         "event_payload": {"operation_id": OPERATION}}},
-          receipt_ref="ts", receipt_hash="message.request_hash",
-          correlation={"channel": CHANNEL}),
+          receipt_ref="ts", correlation={"channel": CHANNEL}),
     # GitHub has no idempotency at all; the marker in the body is how the issue is found again.
     Shape("issues", "issues.create", Effect.NON_IDEMPOTENT, "/gh", f"/repos/{OWNER}/{REPO}/issues",
           {"title": "Flaky deploy",
            "body": f"Seen twice today.\n<!-- reconciler:op={OPERATION} -->"},
-          receipt_ref="number", receipt_hash="request_hash",
-          correlation={"owner": OWNER, "repo": REPO}),
+          receipt_ref="number", correlation={"owner": OWNER, "repo": REPO}),
+    # A text message carries nothing to tie it to the operation: only its SID can find it.
+    Shape("sms", "messages.create", Effect.NON_IDEMPOTENT, "/twilio",
+          f"/2010-04-01/Accounts/{TWILIO_ACCOUNT}/Messages.json",
+          {"To": SMS_TO, "From": "+15550002222", "Body": "Your table is booked."},
+          receipt_ref="sid", correlation={"to": SMS_TO}, form=True,
+          headers={"Authorization": "Basic " + base64.b64encode(
+              f"{TWILIO_ACCOUNT}:sandbox-token".encode()).decode()}),
 )}
 
 
@@ -101,7 +120,7 @@ def dispatch(http: httpx.Client, base_url: str, shape: Shape, intent: Intent, nu
              at: datetime, *, fault: str | None = None, timeout_s: float = 0.3) -> Attempt:
     """Send attempt `number` of `intent` (with a sandbox fault) and say what the caller saw.
     `at` is the dispatch time, taken by the caller before the call."""
-    headers = {"Content-Type": "application/json"}
+    headers, content = shape.request(intent.operation_id)
     if intent.idempotency_key is not None:
         headers["Idempotency-Key"] = intent.idempotency_key
     if fault is not None:
@@ -114,8 +133,7 @@ def dispatch(http: httpx.Client, base_url: str, shape: Shape, intent: Intent, nu
 
     try:
         response = http.post(base_url + shape.root + shape.path, headers=headers,
-                             content=canonical_json(shape.params(intent.operation_id)),
-                             timeout=timeout_s)
+                             content=content, timeout=timeout_s)
     except (httpx.ConnectError, httpx.ConnectTimeout):
         return seen(Outcome.CONNECTION_ERROR)
     except httpx.TimeoutException:

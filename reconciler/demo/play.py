@@ -100,6 +100,7 @@ class Demo:
                                                 holder="demo-agent"))
             path.append(GRANTED if answer.allowed else REFUSED)
             if answer.allowed:
+                time.sleep(scenario.retry.after_s)
                 wire.append(self._send(intent, 2, scenario.retry.fault))
                 path.append(self._reconcile(intent.operation_id)[-1].value)
             else:
@@ -112,8 +113,19 @@ class Demo:
         shape = SHAPES[intent.provider]
         attempt = dispatch(self.http, self.sandbox.url, shape, intent, number,
                            self.ledger.clock(), fault=fault, timeout_s=CLIENT_TIMEOUT_S)
+        if fault is not None and "lose_response" in fault:
+            self._committed(intent.request_hash)
         self.ledger.record_attempt(attempt)
         return attempt.outcome.value if attempt.status is None else f"HTTP {attempt.status}"
+
+    def _committed(self, request_hash: str, patience_s: float = 5.0) -> None:
+        """Wait until a write whose answer is to be lost has committed: on a loaded machine
+        the client can give up before the sandbox got that far, and a write still in flight
+        is another scenario (slow_provider_in_flight) than a lost answer."""
+        deadline = time.monotonic() + patience_s
+        while time.monotonic() < deadline and not any(
+                r.request_hash == request_hash for r in self.sandbox.state.objects()):
+            time.sleep(0.01)
 
     def _reconcile(self, operation_id: str) -> list[Verdict]:
         """Probe rounds until a verdict other than indeterminate, at most ROUNDS of them."""

@@ -25,18 +25,21 @@ CONTRACTS: dict[str, dict[str, Any]] = {
     "chat": {},
     "issues": {"visibility_lag_s": VISIBILITY_LAG_S},
 }
-#: Probes per provider. The engine judges absence by the *latest* observation, so the
-#: authoritative key record is read after the lagging search: its zero then counts at once
-#: instead of waiting out the search's window.
+#: Probes per provider: the real providers' recipes (docs/probes.md) against the sandbox. The
+#: engine judges absence by the *latest* observation, so Stripe's consistent list is read after
+#: its lagging search: its zero then counts at once instead of waiting out the search's window.
 PROBES: dict[str, tuple[str, ...]] = {
-    "payments": ("stripe_like.search", "stripe_like.idempotency_record"),
-    "email": ("postmark_like.search",),
-    "chat": ("slack_like.history",),
-    "issues": ("github_like.search",),
+    "payments": ("stripe.charges.search", "stripe.charges.list"),
+    "email": ("postmark.outbound",),
+    "chat": ("slack.history",),
+    "issues": ("github.search",),
 }
-#: Reads that fail fast: two tries, short waits, all bounded well under a second.
-READ_BOUNDS: dict[str, float] = {"tries": 2, "backoff_s": 0.05, "timeout_s": 1.0,
-                                 "deadline_s": 2.0}
+#: Reads that fail fast: two tries, short waits, all bounded well under a second. The sandbox
+#: takes no credential and its search lag is the scenario's (`least_lag_s`), not the real
+#: provider's minutes.
+READ_BOUNDS: dict[str, Any] = {"tries": 2, "backoff_s": 0.05, "timeout_s": 1.0,
+                               "deadline_s": 2.0, "auth": "none",
+                               "least_lag_s": VISIBILITY_LAG_S}
 
 
 def probe_config(sandbox_url: str) -> dict[str, Any]:
@@ -66,6 +69,8 @@ class Retry:
     then: Verdict
     same_key: bool = True
     fault: str | None = None
+    #: How long the agent takes between the grant and the dispatch.
+    after_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +94,7 @@ _LAGGING = Reads(search_lag_s=LAG_S)
 SCENARIOS: tuple[Scenario, ...] = (
     # The six origin cases of the product.
     Scenario("lost_response", "payments", "lose_response", Verdict.VERIFIED_APPLIED,
-             about="committed, answer lost; the key record and the search both find it"),
+             about="committed, answer lost; Stripe's charge list finds it"),
     Scenario("no_usable_evidence", "chat", "lose_response", Verdict.INDETERMINATE,
              reads=Reads(read_unavailable=True),
              about="timeout and the read API is down: nothing is fabricated"),
@@ -100,8 +105,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("authoritative_zero_retry_granted", "payments", "fail_before_commit",
              Verdict.VERIFIED_NOT_APPLIED,
              retry=Retry(granted=True, then=Verdict.VERIFIED_APPLIED, fault="lose_response"),
-             about="no key record: not applied, so the gate grants one same-key retry; its "
-                   "answer is lost too, and the key record proves it landed once"),
+             about="the charge list shows none: not applied, so the gate grants one same-key "
+                   "retry; its answer is lost too, and the list proves it landed once"),
     Scenario("retry_with_changed_key", "payments", "fail_before_commit",
              Verdict.VERIFIED_NOT_APPLIED,
              retry=Retry(granted=False, then=Verdict.UNSAFE_RETRY, same_key=False),
@@ -113,9 +118,11 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("lagging_zero_becomes_conclusive", "email", "ack_no_effect",
              Verdict.FALSE_SUCCESS, reads=_LAGGING, early=Verdict.INDETERMINATE,
              about="200 with a MessageID; the zero counts only after the window"),
-    Scenario("slow_provider_in_flight", "payments", "delay=0.6", Verdict.VERIFIED_APPLIED,
-             early=Verdict.INDETERMINATE,
-             about="client gave up while the charge was in flight; the key record says wait"),
+    Scenario("slow_provider_in_flight", "payments", "delay=0.6", Verdict.VERIFIED_NOT_APPLIED,
+             retry=Retry(granted=True, then=Verdict.VERIFIED_APPLIED, after_s=0.5),
+             about="client gave up while the charge was in flight; the list shows none yet, so "
+                   "a same-key retry is granted, and Stripe answers it with the first charge "
+                   "(Idempotent-Replayed), never a second"),
     # Duplicates, and retries a gate refuses.
     Scenario("duplicate_issue", "issues", "duplicate", Verdict.DUPLICATE_EFFECT,
              about="a non-idempotent create that landed twice"),

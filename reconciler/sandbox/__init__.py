@@ -1,4 +1,5 @@
-"""The sandbox provider: four fake provider APIs over real HTTP, with fault injection.
+"""The sandbox provider: five fake provider APIs (Stripe, Postmark, Slack, GitHub, Twilio) over
+real HTTP, each in its provider's wire format, with fault injection.
 
 See docs/sandbox-api.md for the wire contract.
 """

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Literal
 
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict
+
+from reconciler.sandbox.faults import parse_faults
 from reconciler.sandbox.state import JSONObject, SandboxConfig
 from reconciler.sandbox.wire import State
 
@@ -14,6 +18,22 @@ router = APIRouter(tags=["sandbox"])
 async def configure(update: SandboxConfig, state: State) -> SandboxConfig:
     """Change the fields sent (the rest stay) and answer the whole config."""
     return state.configure(**update.model_dump(exclude_unset=True))
+
+
+class ArmedFault(BaseModel):
+    """Faults for the next write under a provider's root, for clients that send no header."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Literal["pay", "mail", "chat", "gh", "twilio"]
+    fault: str
+
+
+@router.post("/_sandbox/faults")
+async def arm_fault(armed: ArmedFault, state: State) -> JSONObject:
+    parse_faults(armed.fault)  # a typo is an error now, not at the write
+    state.arm(armed.provider, armed.fault)
+    return {"ok": True}
 
 
 @router.post("/_sandbox/reset")

@@ -1,11 +1,11 @@
-"""One FastAPI app serving the four fake providers and the sandbox's own endpoints."""
+"""One FastAPI app serving the five fake providers and the sandbox's own endpoints."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from reconciler.sandbox import admin, chat, issues, mail, payments
+from reconciler.sandbox import admin, chat, issues, mail, payments, sms
 from reconciler.sandbox.state import SandboxState
 from reconciler.sandbox.wire import ProviderError
 
@@ -14,11 +14,13 @@ def create_app(state: SandboxState | None = None) -> FastAPI:
     """The sandbox app over `state` (a fresh one when None; reachable as app.state.sandbox)."""
     app = FastAPI(
         title="Reconciler sandbox provider",
-        description="Fake payments, email, chat and issues APIs with fault injection.",
+        description="Fake Stripe, Postmark, Slack, GitHub and Twilio APIs with fault injection.",
     )
     app.state.sandbox = state or SandboxState()
-    for module in (payments, mail, chat, issues, admin):
+    for module in (payments, chat, issues, sms, admin):
         app.include_router(module.router)
+    app.include_router(mail.router, prefix="/mail")
+    app.include_router(mail.router, include_in_schema=False)
 
     @app.exception_handler(ProviderError)
     async def provider_error(request: Request, exc: ProviderError) -> JSONResponse:

@@ -1,7 +1,9 @@
-"""Fault injection on writes (`X-Sandbox-Fault`), one pipeline for all four providers.
+"""Fault injection on writes (`X-Sandbox-Fault`), one pipeline for all five providers.
 
-A write runs: delay, then fail_before_commit, then the commit (ack_no_effect stores nothing,
-duplicate stores two), then the answer is lost, turned into a 502, or given.
+A write runs: delay, then fail_before_commit, then server_error (the endpoint fails once it has
+started: nothing stored, a 500 that a provider with idempotency keys saves and replays), then
+the commit (ack_no_effect stores nothing, duplicate stores two), then the answer is lost,
+turned into a 502, or given.
 """
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Header
+from fastapi import Header, Request
 from fastapi.responses import JSONResponse
 
 from reconciler.sandbox.state import SandboxState
 from reconciler.sandbox.wire import ProviderError
 
+#: Paths served at the host's root, by the provider root they belong to (Postmark's).
+_ROOT_OF = {"email": "mail", "messages": "mail"}
+
 _FLAGS = frozenset(
-    {"lose_response", "error_after_commit", "duplicate", "ack_no_effect", "fail_before_commit"}
+    {"lose_response", "error_after_commit", "duplicate", "ack_no_effect", "fail_before_commit",
+     "server_error"}
 )
 
 
@@ -31,6 +37,7 @@ class Faults:
     duplicate: bool = False
     ack_no_effect: bool = False
     fail_before_commit: bool = False
+    server_error: bool = False
 
     @property
     def copies(self) -> int:
@@ -60,6 +67,7 @@ def parse_faults(header: str) -> Faults:
         duplicate="duplicate" in flags,
         ack_no_effect="ack_no_effect" in flags,
         fail_before_commit="fail_before_commit" in flags,
+        server_error="server_error" in flags,
     )
 
 
@@ -73,25 +81,47 @@ def _delay_seconds(value: str) -> float:
     return seconds
 
 
-def requested_faults(x_sandbox_fault: Annotated[str | None, Header()] = None) -> Faults:
-    """Dependency: the faults a write asked for (none without the header)."""
+def requested_faults(request: Request,
+                     x_sandbox_fault: Annotated[str | None, Header()] = None) -> Faults:
+    """Dependency: the faults a write asked for (the header), else those armed for the next
+    write under its provider's root (`POST /_sandbox/faults`), else none."""
+    if x_sandbox_fault is None:
+        state: SandboxState = request.app.state.sandbox
+        root = request.url.path.strip("/").split("/")[0]
+        x_sandbox_fault = state.take_armed(_ROOT_OF.get(root, root))
     return Faults() if x_sandbox_fault is None else parse_faults(x_sandbox_fault)
 
 
+#: A provider's own error answer for a status and a short message.
+ErrorShape = Callable[[int, str], JSONResponse]
+
+
+def plain_error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status)
+
+
 async def perform_write(
-    state: SandboxState, faults: Faults, commit: Callable[[int], JSONResponse]
+    state: SandboxState, faults: Faults, commit: Callable[[int], JSONResponse],
+    error: ErrorShape = plain_error, save: Callable[[JSONResponse], None] | None = None,
 ) -> JSONResponse:
     """Run one write under its faults. `commit(copies)` stores that many objects and returns
-    the normal answer, which shows the first one."""
+    the normal answer, which shows the first one; `error` shapes the injected failures the way
+    the provider shapes its own (so its SDK reads them as it would the provider's); `save`
+    keeps the endpoint's own failure for replay (Stripe saves a 500 under its key)."""
     if faults.delay_s:
         await asyncio.sleep(faults.delay_s)
     if faults.fail_before_commit:
-        return JSONResponse({"error": "service unavailable"}, 503)
+        return error(503, "service unavailable")
+    if faults.server_error:
+        failed = error(500, "An unknown error occurred")
+        if save is not None:
+            save(failed)
+        return failed
     answer = commit(faults.copies)
     if faults.lose_response:
         await state.holds.hold(state.config.hold_s)
         # Reached only by a client more patient than hold_s, or when the server stops.
-        return JSONResponse({"error": "response lost"}, 504)
+        return error(504, "response lost")
     if faults.error_after_commit:
-        return JSONResponse({"error": "bad gateway"}, 502)
+        return error(502, "bad gateway")
     return answer

@@ -1,4 +1,5 @@
-"""Email, Postmark-like, under /mail: no idempotency key, found again by metadata."""
+"""Email, Postmark's wire format, under /mail: no idempotency key, found again by metadata
+(`metadata_<key>=` filters on the outbound search), errors as 422 with an `ErrorCode`."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from reconciler.sandbox.wire import State, read_json_body, reads_available
 
 PROVIDER = "mail"
 
-router = APIRouter(prefix="/mail", tags=["email"], dependencies=[Depends(reads_available)])
+#: Served under /mail, and at the root too: Postmark's SDKs join their absolute endpoint paths
+#: (`/email`) to the host, dropping any path of a base URL.
+router = APIRouter(tags=["email"], dependencies=[Depends(reads_available)])
 
 
 def _invalid() -> JSONResponse:
@@ -39,8 +42,8 @@ async def send_email(
         return message_id, {
             "MessageID": message_id,
             "Metadata": metadata,
+            "Status": "Sent",
             "ReceivedAt": rfc3339(now),
-            "RequestHash": body.request_hash,
         }
 
     def commit(copies: int) -> JSONResponse:
@@ -55,21 +58,26 @@ async def send_email(
             }
         )
 
-    return await perform_write(state, faults, commit)
+    return await perform_write(
+        state, faults, commit,
+        lambda status, message: JSONResponse({"ErrorCode": 0, "Message": message}, status))
 
 
 @router.get("/messages/outbound")
 async def search_outbound(
+    request: Request,
     state: State,
-    metadata_operation_id: str | None = None,
-    count: Annotated[int, Query(ge=1, le=500)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    count: Annotated[int, Query(ge=1, le=500)],
+    offset: Annotated[int, Query(ge=0)],
 ) -> JSONResponse:
+    if count + offset > 10_000:
+        return JSONResponse({"ErrorCode": 603, "Message": "count + offset over 10000"}, 422)
+    wanted = {k.removeprefix("metadata_"): v for k, v in request.query_params.items()
+              if k.startswith("metadata_")}
     found = [
         r.data
         for r in state.search(PROVIDER)
-        if metadata_operation_id is None
-        or r.data["Metadata"].get("operation_id") == metadata_operation_id
+        if all(r.data["Metadata"].get(k) == v for k, v in wanted.items())
     ]
     return JSONResponse({"TotalCount": len(found), "Messages": found[offset : offset + count]})
 
@@ -78,5 +86,5 @@ async def search_outbound(
 async def message_details(state: State, message_id: str) -> JSONResponse:
     record = state.get(PROVIDER, message_id)
     if record is None:
-        return JSONResponse({"ErrorCode": 701, "Message": "Message not found"}, 404)
+        return JSONResponse({"ErrorCode": 701, "Message": "This message was not found."}, 422)
     return JSONResponse(record.data)

@@ -31,7 +31,12 @@ class SandboxConfig(BaseModel):
     search_lag_s: float = Field(default=0.0, ge=0)
     cached_list: bool = False
     read_unavailable: bool = False
+    #: When positive, every provider read answers its provider's rate-limit answer, asking for
+    #: a pause of this many seconds.
+    rate_limited_s: float = Field(default=0.0, ge=0)
     hold_s: float = Field(default=30.0, ge=0)
+    #: How long an idempotency key is kept (Stripe: at least 24 hours), then forgotten.
+    key_retention_s: float = Field(default=86_400.0, ge=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +62,7 @@ class KeyRecord:
     request_hash: str
     created_at: float
     response: JSONObject | None = None
+    status: int = 200
 
 
 class SandboxState:
@@ -74,6 +80,7 @@ class SandboxState:
         self._records: dict[tuple[str, str], Record] = {}
         self._keys: dict[str, KeyRecord] = {}
         self._snapshot_seq: int | None = None
+        self._armed: dict[str, str] = {}
 
     @property
     def config(self) -> SandboxConfig:
@@ -89,9 +96,21 @@ class SandboxState:
                 self._snapshot_seq = None
             return self._config
 
+    def arm(self, root: str, faults: str) -> None:
+        """The next write under `root` (`pay`, `mail`, `chat`, `gh`, `twilio`) takes `faults`
+        (as the `X-Sandbox-Fault` header would give them), for a client, like a provider's
+        SDK, that sends no header of ours."""
+        with self._lock:
+            self._armed[root] = faults
+
+    def take_armed(self, root: str) -> str | None:
+        with self._lock:
+            return self._armed.pop(root, None)
+
     def reset(self) -> None:
         """Forget all objects, keys and config; the clock stays (it is the test's, not state)."""
         with self._lock:
+            self._armed.clear()
             self._config = SandboxConfig()
             self._records.clear()
             self._keys.clear()
@@ -143,16 +162,19 @@ class SandboxState:
         """The existing record of `key`, or None after recording it as in flight for this
         request (check and claim are one step, so two concurrent requests cannot both win)."""
         with self._lock:
+            now = self.clock.now()
             seen = self._keys.get(key)
+            if seen is not None and now - seen.created_at > self._config.key_retention_s:
+                seen = None  # pruned: a reused key makes a new request, as at Stripe
             if seen is None:
-                self._keys[key] = KeyRecord(key, request_hash, self.clock.now())
+                self._keys[key] = KeyRecord(key, request_hash, now)
             return seen
 
-    def finish_key(self, key: str, response: JSONObject) -> None:
+    def finish_key(self, key: str, response: JSONObject, status: int = 200) -> None:
         with self._lock:
             seen = self._keys.get(key)
             if seen is not None:  # a reset while the request was in flight forgot it
-                self._keys[key] = replace(seen, response=response)
+                self._keys[key] = replace(seen, response=response, status=status)
 
     def release_key(self, key: str) -> None:
         """Forget `key` if its request never finished (nothing committed, so a retry is new)."""

@@ -1,0 +1,102 @@
+"""Stripe: PaymentIntents and Charges, by id, listed by `created` window, and searched.
+
+    stripe.payment_intent          GET /v1/payment_intents/{id}         authoritative
+    stripe.charge                  GET /v1/charges/{id}                 authoritative
+    stripe.payment_intents.list    GET /v1/payment_intents?created[gte] authoritative
+    stripe.charges.list            GET /v1/charges?created[gte]         authoritative
+    stripe.payment_intents.search  GET /v1/payment_intents/search       lagging, 60 s
+    stripe.charges.search          GET /v1/charges/search               lagging, 60 s
+
+The agent tags the object with `metadata[operation_id]` (and `metadata[request_hash]`, which
+binds a match to the request; Stripe returns metadata as it was given). Stripe has no
+metadata filter on its lists, so a list probe pages through the window (from the intent's time
+less five minutes) and keeps this operation's objects; a window with more than `max_pages`
+pages of objects is a cut read, no zero.
+
+Statuses (a failed or canceled object is not the effect): a PaymentIntent is the effect when
+`succeeded`, `processing` or `requires_capture`, not when `canceled`; any other status
+(`requires_action`, ...) may still become a payment, so it decides nothing. A Charge is the
+effect when `succeeded` or `pending`, not when `failed`.
+
+A 404 `resource_missing` is also what Stripe answers for a key of the other mode or a missing
+`Stripe-Account` header, so a by-id read counts it as a zero only when the configuration pins
+the account and mode (`account = "acct_..."`, `livemode = true|false`) and two confirm reads
+(`GET /v1/account`, `GET /v1/balance`) show the key reads exactly those; otherwise a 404 is
+`unavailable`. For Connect, send `headers = {"Stripe-Account" = "acct_..."}`.
+
+Sources: https://docs.stripe.com/search ("Don't use search for read-after-write flows ... data
+is searchable in under 1 minute. Propagation ... could be delayed during an outage"; the API
+reference: "up to an hour behind during outages"; "use the various list APIs" for
+read-after-write), https://docs.stripe.com/api/pagination (has_more, starting_after),
+https://docs.stripe.com/error-codes (resource_missing), stripe/openapi spec3.json.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from probes.errors import ProbeConfigError
+from probes.recipes.recipe import Recipe
+from reconciler.domain import Authority
+
+CITE = "https://docs.stripe.com/search; https://docs.stripe.com/api/pagination"
+
+_OP = {"metadata.operation_id": "{operation_id}"}
+_HASH = "metadata.request_hash"
+_PI_STATUS = {"status": "status",
+              "effect_status": ["succeeded", "processing", "requires_capture"],
+              "no_effect_status": ["canceled"]}
+_CHARGE_STATUS = {"status": "status", "effect_status": ["succeeded", "pending"],
+                  "no_effect_status": ["failed"]}
+_WINDOW = {"created[gte]": "{intent_at:unix-300}", "limit": "100"}
+_AFTER_LAST = {"style": "after_last", "param": "starting_after", "more": "has_more"}
+_SEARCH_PAGES = {"style": "cursor", "next": "next_page", "param": "page", "more": "has_more"}
+_SEARCH = {"query": "metadata['operation_id']:'{operation_id}'", "limit": "100"}
+
+
+def _by_id(options: dict[str, Any], where: str) -> dict[str, Any]:
+    """`account` and `livemode` pin what a 404 must be read against before it is a zero."""
+    account, livemode = options.pop("account", None), options.pop("livemode", None)
+    if account is None and livemode is None:
+        return options
+    if not (isinstance(account, str) and account.startswith("acct_")
+            and isinstance(livemode, bool)):
+        raise ProbeConfigError(f"{where}: a 404 counts as a zero only with both 'account' "
+                               "(acct_...) and 'livemode' (true or false)")
+    return {"not_found": "zero", "not_found_where": {"error.code": "resource_missing"},
+            "confirm": [{"path": "/v1/account", "where": {"id": account}},
+                        {"path": "/v1/balance", "where": {"livemode": livemode}}],
+            **options}
+
+
+_AUTH = {"token_env": "STRIPE_SECRET_KEY"}
+
+
+def _one(path: str, status: dict[str, Any]) -> Recipe:
+    return Recipe({"path": path, **_AUTH, "item": "", "ref": "id", "hash": _HASH, "where": _OP,
+                   **status, "authority": "authoritative"},
+                  Authority.AUTHORITATIVE, CITE, adapt=_by_id)
+
+
+def _listed(path: str, status: dict[str, Any]) -> Recipe:
+    # List endpoints are Stripe's documented read-after-write path.
+    return Recipe({"path": path, **_AUTH, "params": _WINDOW, "items": "data", "ref": "id",
+                   "hash": _HASH, "where": _OP, **status, "pagination": _AFTER_LAST,
+                   "authority": "authoritative"}, Authority.AUTHORITATIVE, CITE)
+
+
+def _searched(path: str, status: dict[str, Any]) -> Recipe:
+    return Recipe({"path": path, **_AUTH, "params": _SEARCH, "items": "data", "ref": "id",
+                   "hash": _HASH, "where": _OP, **status, "pagination": _SEARCH_PAGES,
+                   "authority": "lagging"}, Authority.LAGGING, CITE, least_lag_s=60.0)
+
+
+RECIPES: dict[str, Recipe] = {
+    "stripe.payment_intent": _one("/v1/payment_intents/{correlation[payment_intent]}",
+                                  _PI_STATUS),
+    "stripe.charge": _one("/v1/charges/{correlation[charge]}", _CHARGE_STATUS),
+    "stripe.payment_intents.list": _listed("/v1/payment_intents", _PI_STATUS),
+    "stripe.charges.list": _listed("/v1/charges", _CHARGE_STATUS),
+    "stripe.payment_intents.search": _searched("/v1/payment_intents/search", _PI_STATUS),
+    "stripe.charges.search": _searched("/v1/charges/search", _CHARGE_STATUS),
+}
