@@ -104,14 +104,20 @@ class ObservationIn(_In):
 EvidenceIn = Annotated[ReceiptIn | ObservationIn, Field(discriminator="kind")]
 
 
+#: The actor of a human decision is the credential's name (SPEC section 6, "Trust"): a field
+#: kept so that older clients still validate, and read only in loopback mode without credentials.
+Actor = Annotated[Name | None, Field(description="ignored when a credential is used: the actor "
+                                     "recorded is the credential's name")]
+
+
 class ResolutionIn(_In):
     verdict: Literal[Verdict.VERIFIED_APPLIED, Verdict.VERIFIED_NOT_APPLIED]
-    actor: Name
+    actor: Actor = None
     note: Note = ""
 
 
 class ApprovalIn(_In):
-    actor: Name
+    actor: Actor = None
     note: Note = ""
 
 

@@ -74,14 +74,16 @@ class ApproveIn(_In):
 
     resume_token: Token
     decision: Literal["applied", "not_applied", "approve_retry"]
-    actor: Name
+    actor: Name | None = Field(None, description="ignored when a credential is used: the "
+                               "actor recorded is the credential's name")
     note: Note = ""
     deadline_s: DeadlineS = DEFAULT_DEADLINE_S
 
 
 class RejectIn(_In):
     resume_token: Token
-    actor: Name
+    actor: Name | None = Field(None, description="ignored when a credential is used: the "
+                               "actor recorded is the credential's name")
     note: Note = ""
     deadline_s: DeadlineS = DEFAULT_DEADLINE_S
 
