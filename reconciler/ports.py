@@ -171,9 +171,14 @@ class Leases(Protocol):
         ...
 
     def acquire_retry(self, operation_id: str, holder: str, now: datetime,
-                      ttl_s: float) -> datetime | None:
-        """Grant the retry lease to `holder`; its expiry, or None while another caller holds
-        it. Asking again as the same holder renews the same lease."""
+                      ttl_s: float, attempt: int | None = None) -> datetime | None:
+        """Grant the retry lease to `holder`, for attempt number `attempt`; its expiry, or None
+        while another caller holds it. Asking again as the same holder renews the same lease."""
+        ...
+
+    def retry_grant(self, operation_id: str, now: datetime) -> tuple[str, int | None] | None:
+        """The holder of the operation's unexpired retry lease and the attempt number it
+        allows; None when no lease runs."""
         ...
 
 

@@ -73,6 +73,8 @@ class AttemptIn(_In):
     status: int | None = Field(None, ge=100, le=599, strict=True,
                                description="with outcome=response")
     receipt: MatchIn | None = None
+    holder: Ident | None = Field(None, description="the retry grant's holder: opening attempt "
+                                 "n>=2 as dispatching needs the grant for n")
 
     @model_validator(mode="after")
     def _status_with_response(self) -> AttemptIn:
@@ -177,10 +179,12 @@ class AttemptOut(BaseModel):
     attempt: int
     idempotency_key: str | None
     request_hash: str
-    at: datetime
+    at: datetime = Field(description="the dispatch time the caller claimed")
     outcome: Outcome
     status: int | None
     receipt: MatchOut | None
+    recorded_at: datetime | None = Field(None, description="the sidecar's time when it "
+                                         "recorded the attempt (the rules use the stricter)")
 
 
 class EvidenceOut(BaseModel):
@@ -199,6 +203,8 @@ class EvidenceOut(BaseModel):
     verdict: Verdict | None = None
     actor: str | None = None
     note: str | None = None
+    recorded_at: datetime | None = Field(None, description="the sidecar's time when it "
+                                         "recorded a receipt or observation")
 
 
 class OperationOut(BaseModel):
@@ -220,6 +226,7 @@ class RetryOut(BaseModel):
     lease_expires_at: datetime | None
     holder: str
     findings: list[str]
+    attempt: int | None = Field(None, description="the attempt number a grant allows")
 
 
 class OperationSummaryOut(BaseModel):

@@ -143,8 +143,9 @@ def applied_refs(facts: Facts) -> frozenset[str]:
 
 
 def latest_dispatch(facts: Facts) -> datetime:
-    """When the last attempt was sent; the intent's time when nothing was sent yet."""
-    return max((a.at for a in facts.attempts), default=facts.intent.at)
+    """When the last attempt was sent; the intent's time when nothing was sent yet. Of an
+    attempt's claimed and recorded times, the later (SPEC section 6, "Trust")."""
+    return max((a.latest_at for a in facts.attempts), default=facts.intent.at)
 
 
 def reconcile_deadline(facts: Facts, contract: ProviderContract) -> datetime:
@@ -159,10 +160,10 @@ def is_conclusive_zero(obs: Observation, dispatched: datetime, contract: Provide
            |------ lagging zeros say nothing ------|---- a lagging zero is conclusive ---->
            |---- an authoritative zero is conclusive at once (strictly after dispatch) ---->
     """
-    if obs.matches or obs.authority not in PROOF_AUTHORITIES or obs.at <= dispatched:
+    if obs.matches or obs.authority not in PROOF_AUTHORITIES or obs.earliest_at <= dispatched:
         return False
     if obs.authority is Authority.LAGGING:
-        return obs.at >= dispatched + timedelta(seconds=contract.visibility_lag_s)
+        return obs.earliest_at >= dispatched + timedelta(seconds=contract.visibility_lag_s)
     return True
 
 
@@ -211,7 +212,8 @@ def _unsafe_retry_findings(facts: Facts, contract: ProviderContract,
         found.append(Finding.BLIND_RETRY)
     first = min(facts.attempts, key=lambda a: a.number, default=None)
     if first is not None and any(
-            (a.at - first.at).total_seconds() > contract.key_retention_s for a in retries):
+            (a.latest_at - first.earliest_at).total_seconds() > contract.key_retention_s
+            for a in retries):
         found.append(Finding.RETRY_AFTER_RETENTION)
     if len(facts.attempts) > contract.max_attempts:
         found.append(Finding.ATTEMPTS_OVER_BUDGET)
@@ -223,8 +225,10 @@ def _any_blind_retry(facts: Facts, contract: ProviderContract, retries: list[Att
     verified_not_applied? Walked in attempt order, each step reusing what the earlier ones
     found, so the cost stays linear in the number of retries."""
     for retry in retries:
-        before = _evaluate(facts.before(retry.at, retry.number), contract, retry.at,
-                           blind_known=False)
+        # What was known when the attempt reached the sidecar, by the sidecar's own clock:
+        # a caller's skewed clock neither hides evidence from the walk nor invents some.
+        sent = retry.recorded_at or retry.at
+        before = _evaluate(facts.before(sent, retry.number), contract, sent, blind_known=False)
         if before.verdict is not Verdict.VERIFIED_NOT_APPLIED:
             return True
     return False
@@ -237,7 +241,7 @@ def _deciding_resolution(facts: Facts) -> Resolution | None:
     if not resolutions:
         return None
     latest = max(enumerate(resolutions), key=lambda ir: (ir[1].at, ir[0]))[1]
-    newer = [a.at for a in facts.attempts] + [r.at for r in facts.of(Receipt)] + [
+    newer = [a.latest_at for a in facts.attempts] + [r.at for r in facts.of(Receipt)] + [
         o.at for o in facts.of(Observation)]
     return latest if all(latest.at > t for t in newer) else None
 
@@ -319,7 +323,7 @@ def _retry_refusals(facts: Facts, contract: ProviderContract, now: datetime,
     if len(facts.attempts) + 1 > contract.max_attempts:
         refusals.append(Finding.RETRY_BUDGET_EXHAUSTED)
     first = min(facts.attempts, key=lambda a: a.number, default=None)
-    if first is not None and (now - first.at).total_seconds() > contract.key_retention_s:
+    if first is not None and (now - first.earliest_at).total_seconds() > contract.key_retention_s:
         refusals.append(Finding.RETENTION_WINDOW_CLOSED)
     if not contract.idempotency_keys:
         refusals.append(Finding.NO_IDEMPOTENCY_KEYS)

@@ -272,12 +272,15 @@ def test_the_memory_twin_and_a_database_agree_on_a_whole_replay(tmp_path: Path) 
     """The store-level promises add up: one fixture's facts give one verdict on both."""
     verdicts = []
     for store in (MemoryStore(), open_store(f"sqlite:///{tmp_path / 'r.db'}")):
-        ledger = Ledger(store, clock=lambda: t(200))
+        now = [t(0)]  # the sidecar's clock, as each fact arrives: it stamps them all
+        ledger = Ledger(store, clock=lambda now=now: now[0])  # type: ignore[misc]
         store.put_contract(CONTRACT)
         ledger.record_intent(intent())
+        now[0] = t(1)
         ledger.record_attempt(attempt(1, 1))
+        now[0] = t(100)
         ledger.record_evidence(probe(100, Authority.AUTHORITATIVE))
-        verdicts.append(ledger.judge(OP).decision)
+        verdicts.append(ledger.judge(OP, t(200)).decision)
         if isinstance(store, SqlStore):
             store.engine.dispose()
     assert verdicts[0] == verdicts[1]

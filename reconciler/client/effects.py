@@ -1,10 +1,16 @@
 """Wrapping a side-effecting call so that it is recorded, and never retried without a grant.
 
     with client.track(intent) as effect:          # records the intent before anything is sent
-        response = effect.dispatch(send)          # attempt 1: sent, outcome recorded
+        response = effect.dispatch(send)          # attempt 1: recorded as dispatching, sent,
+                                                  # completed with its outcome
         ...
         response = effect.dispatch(send)          # attempt 2: the gate is asked first; a refusal
                                                   # raises RetryRefusedError and nothing is sent
+
+Each attempt has two phases: recorded as `dispatching` (with the retry grant's holder) before the
+first byte leaves, then completed with what came back, so a crash in between leaves the dispatch
+and its time on record. If the sidecar refuses the opening (the grant expired, or is another's),
+nothing is sent.
 
 Re-entering with an operation id that is already recorded (a worker restarted after a crash)
 counts as a retry from the first dispatch on: the crash may have come after the send and before
@@ -95,18 +101,26 @@ class _Tracking:
             raise RetryRefusedError(self.operation_id, answer.verdict.value,
                                     "the retry lease expired before dispatch; ask again",
                                     answer.findings)
+        if answer.attempt is not None:
+            self.attempts = answer.attempt - 1  # the number the grant allows comes next
 
-    def _attempt(self, at: datetime, response: httpx.Response | None,
-                 error: BaseException | None) -> AttemptIn:
+    def _opening(self, at: datetime) -> AttemptIn:
+        """The next attempt, as recorded before it is sent."""
         self.attempts += 1
+        return AttemptIn(attempt=self.attempts, idempotency_key=self.intent.idempotency_key,
+                         request_hash=self.intent.request_hash, at=at,
+                         outcome=Outcome.DISPATCHING, holder=self.holder)
+
+    def _attempt(self, opening: AttemptIn, response: httpx.Response | None,
+                 error: BaseException | None) -> AttemptIn:
+        """The opened attempt completed with what the caller saw."""
         outcome = Outcome.RESPONSE if response is not None else (
             outcome_of(error) if error is not None else None) or Outcome.CONNECTION_ERROR
         receipt = self.read_receipt(response) if (response is not None and self.read_receipt
                                                    ) else None
-        return AttemptIn(attempt=self.attempts, idempotency_key=self.intent.idempotency_key,
-                         request_hash=self.intent.request_hash, at=at, outcome=outcome,
-                         status=response.status_code if response is not None else None,
-                         receipt=receipt)
+        return opening.model_copy(update={
+            "outcome": outcome, "receipt": receipt,
+            "status": response.status_code if response is not None else None})
 
 
 class TrackedEffect(_Tracking):
@@ -132,13 +146,14 @@ class TrackedEffect(_Tracking):
             if self.attempts == 0:
                 self.client.reconcile(self.operation_id)
             self._check(self.client.ask_retry(self.operation_id, self._retry_request()))
-        at = datetime.now(UTC)
+        opening = self._opening(datetime.now(UTC))
+        self.client.record_attempt(self.operation_id, opening)
         try:
             response = send()
         except Exception as exc:
-            self.client.record_attempt(self.operation_id, self._attempt(at, None, exc))
+            self.client.record_attempt(self.operation_id, self._attempt(opening, None, exc))
             raise
-        self.client.record_attempt(self.operation_id, self._attempt(at, response, None))
+        self.client.record_attempt(self.operation_id, self._attempt(opening, response, None))
         return response
 
 
@@ -165,11 +180,14 @@ class AsyncTrackedEffect(_Tracking):
             if self.attempts == 0:
                 await self.client.reconcile(self.operation_id)
             self._check(await self.client.ask_retry(self.operation_id, self._retry_request()))
-        at = datetime.now(UTC)
+        opening = self._opening(datetime.now(UTC))
+        await self.client.record_attempt(self.operation_id, opening)
         try:
             response = await send()
         except Exception as exc:
-            await self.client.record_attempt(self.operation_id, self._attempt(at, None, exc))
+            await self.client.record_attempt(self.operation_id,
+                                             self._attempt(opening, None, exc))
             raise
-        await self.client.record_attempt(self.operation_id, self._attempt(at, response, None))
+        await self.client.record_attempt(self.operation_id,
+                                         self._attempt(opening, response, None))
         return response

@@ -23,7 +23,7 @@ from reconciler.domain import (
     Receipt,
     Resolution,
 )
-from reconciler.errors import IntentConflictError
+from reconciler.errors import IntentConflictError, RetryNotGrantedError
 from reconciler.gate import GateResult, RetryRequest
 from reconciler.metrics import ATTEMPTS, INTENTS, RETRY_DECISIONS, VERDICTS
 from reconciler.schemas import (
@@ -48,10 +48,13 @@ from reconciler.service.problems import (
     RETRY_MISMATCH,
     VALIDATION,
     ProblemError,
+    ProblemType,
     problem_responses,
 )
 from reconciler.service.views import retry_out, summary_out
 from reconciler.service.wiring import Wired
+
+RETRY_NOT_GRANTED = ProblemType("retry-not-granted", 409, "No retry grant for this attempt")
 
 #: The routes under an operation: an id ending in `/<action>` could not be read back.
 ACTIONS = ("attempts", "evidence", "retry", "reconcile", "resolution", "approval")
@@ -137,11 +140,17 @@ def get_operation(operation_id: OperationId, wiring: Wired, caller: Reader) -> O
                         **problem_responses(404, 409)})
 def record_attempt(operation_id: OperationId, body: AttemptIn, wiring: Wired,
                    response: Response, caller: Worker) -> OperationOut:
-    """Record one dispatch and what the caller saw of it."""
+    """Record one dispatch and what the caller saw of it. Two phases: `dispatching` before the
+    first byte leaves (attempt n>=2 presents its retry grant's `holder`), then the same attempt
+    with its outcome. An identical repeat is 200; a different outcome for a closed attempt is
+    409."""
     attempt = Attempt(operation_id, body.attempt, body.idempotency_key, body.request_hash,
-                      wiring.ledger.time_of(body.at), body.outcome, body.status,
+                      wiring.ledger.time_of(body.at, ahead_ok=True), body.outcome, body.status,
                       _match(body.receipt))
-    recorded = wiring.ledger.record_attempt(attempt, stamped=body.at is None)
+    try:
+        recorded = wiring.gate.record_attempt(attempt, body.holder, stamped=body.at is None)
+    except RetryNotGrantedError as exc:
+        raise ProblemError(RETRY_NOT_GRANTED, str(exc), operation_id=operation_id) from None
     if recorded.created:
         ATTEMPTS.labels(outcome=attempt.outcome.value).inc()
     else:

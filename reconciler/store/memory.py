@@ -23,6 +23,7 @@ from reconciler.domain import (
     Observation,
     ProviderContract,
     Verdict,
+    completes,
 )
 from reconciler.errors import AttemptConflictError, IntentConflictError, UnknownOperationError
 from reconciler.ports import (
@@ -50,6 +51,7 @@ class _State:
     lease_expires_at: datetime | None = None
     retry_holder: str | None = None
     retry_lease_expires_at: datetime | None = None
+    retry_attempt: int | None = None
 
 
 @dataclass(slots=True)
@@ -103,8 +105,13 @@ class MemoryStore:
             if existing is None:
                 op.attempts[attempt.number] = attempt
                 return True
-        if existing == attempt:
-            return False
+            if existing.same_facts(attempt):
+                return False
+            if completes(existing, attempt):
+                op.attempts[attempt.number] = replace(
+                    existing, outcome=attempt.outcome, status=attempt.status,
+                    receipt=attempt.receipt)
+                return True
         raise AttemptConflictError(
             f"attempt {attempt.number} of {attempt.operation_id!r} is already recorded with "
             "other facts; record the next attempt with the next number",
@@ -190,7 +197,7 @@ class MemoryStore:
                         for op in self._operations.values() if _due(op, now)), default=None)
 
     def acquire_retry(self, operation_id: str, holder: str, now: datetime,
-                      ttl_s: float) -> datetime | None:
+                      ttl_s: float, attempt: int | None = None) -> datetime | None:
         with self._lock:
             op = self._operations.get(operation_id)
             if op is None or not (_free(op.state.retry_lease_expires_at, now)
@@ -198,7 +205,16 @@ class MemoryStore:
                 return None
             expires = now + timedelta(seconds=ttl_s)
             op.state.retry_holder, op.state.retry_lease_expires_at = holder, expires
+            op.state.retry_attempt = attempt
             return expires
+
+    def retry_grant(self, operation_id: str, now: datetime) -> tuple[str, int | None] | None:
+        with self._lock:
+            op = self._operations.get(operation_id)
+            if op is None or op.state.retry_holder is None or _free(
+                    op.state.retry_lease_expires_at, now):
+                return None
+            return op.state.retry_holder, op.state.retry_attempt
 
     # -- inside the lock ---------------------------------------------------------------------
 

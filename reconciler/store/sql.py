@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, Insert, Table, bindparam, insert
+from sqlalchemy import Engine, Insert, Table, bindparam, insert, update
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
@@ -19,7 +19,9 @@ from reconciler.domain import (
     Facts,
     Intent,
     IntentConflict,
+    Outcome,
     ProviderContract,
+    completes,
 )
 from reconciler.errors import (
     AttemptConflictError,
@@ -123,10 +125,22 @@ class SqlStore:
             existing = s.exec(select(AttemptRow).where(
                 AttemptRow.operation_id == attempt.operation_id,
                 AttemptRow.number == attempt.number)).first()
-        if existing is None:
-            raise refused
-        if rows.attempt_of(existing) == attempt:
-            return False
+            if existing is None:
+                raise refused
+            recorded = rows.attempt_of(existing)
+            if recorded.same_facts(attempt):
+                return False
+            if completes(recorded, attempt):
+                # Only while still open: of two different completions racing, one wins and
+                # the other finds the attempt closed (a conflict, below).
+                done = s.exec(update(AttemptRow).where(
+                    col(AttemptRow.id) == existing.id,
+                    col(AttemptRow.outcome) == Outcome.DISPATCHING.value).values(
+                    outcome=attempt.outcome.value, status=attempt.status,
+                    receipt_ref=attempt.receipt.provider_ref if attempt.receipt else None,
+                    receipt_hash=attempt.receipt.request_hash if attempt.receipt else None))
+                if int(done.rowcount) == 1:
+                    return True
         raise AttemptConflictError(
             f"attempt {attempt.number} of {attempt.operation_id!r} is already recorded with "
             "other facts; record the next attempt with the next number",
