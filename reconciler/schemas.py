@@ -7,10 +7,12 @@ arguments or message bodies cannot slip into the store through a mislabelled fie
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     BeforeValidator,
@@ -21,13 +23,30 @@ from pydantic import (
 
 from reconciler.domain import Authority, Effect, Outcome, Verdict
 
+
+def _storable(value: str) -> str:
+    # PostgreSQL refuses NUL in text, and UTF-8 cannot encode a lone surrogate ("\ud800" is
+    # valid JSON): either would fail the insert with a 500 where it should be a 422.
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode (no lone surrogates)") from None
+    return value
+
+
+#: Text every store can keep: checked here, so that SQLite and PostgreSQL answer alike.
+Storable = AfterValidator(_storable)
 Hash = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$",
                             examples=["sha256:" + "0" * 64])]
 IDENT_PATTERN = r"^[A-Za-z0-9._:@/+=-]+$"
 Ident = Annotated[str, Field(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
-Key = Annotated[str, Field(min_length=1, max_length=255)]
-Name = Annotated[str, Field(min_length=1, max_length=100)]
-Note = Annotated[str, Field(max_length=2000)]
+Key = Annotated[str, Field(min_length=1, max_length=255), Storable]
+Name = Annotated[str, Field(min_length=1, max_length=100), Storable]
+Note = Annotated[str, Field(max_length=2000), Storable]
+#: What the store keeps of an intent's correlation (its JSON), at most.
+CORRELATION_CHARS = 2000
 
 
 def _rfc3339_only(value: object) -> object:
@@ -61,7 +80,14 @@ class IntentIn(_In):
     run_id: Ident | None = None
     tool_call_id: Ident | None = None
     correlation: dict[Name, Key] = Field(default_factory=dict, max_length=16, description=(
-        "References probes need to find the effect (channel id, repository): never content."))
+        "References probes need to find the effect (channel id, repository): never content; "
+        f"at most {CORRELATION_CHARS} characters as JSON."))
+
+    @model_validator(mode="after")
+    def _correlation_fits(self) -> IntentIn:
+        if len(json.dumps(self.correlation)) > CORRELATION_CHARS:
+            raise ValueError(f"correlation is over {CORRELATION_CHARS} characters as JSON")
+        return self
 
 
 class AttemptIn(_In):
@@ -99,7 +125,7 @@ class ObservationIn(_In):
     authority: Literal[Authority.AUTHORITATIVE, Authority.LAGGING, Authority.WEAK,
                        Authority.UNAVAILABLE]
     matches: list[MatchIn] = Field(default_factory=list, max_length=100)
-    error: Annotated[str, Field(max_length=500)] | None = None
+    error: Annotated[str, Field(max_length=500), Storable] | None = None
     at: When | None = None
 
 
@@ -157,8 +183,8 @@ class OperationQueryIn(_In):
 
     verdict: Verdict | None = None
     escalated: bool | None = None
-    after: str | None = Field(None, max_length=200,
-                              description="next_cursor of the previous page")
+    after: Annotated[str, Storable] | None = Field(None, max_length=200,
+                                                   description="next_cursor of the previous page")
     limit: int = Field(50, ge=1, le=500)
 
 

@@ -202,7 +202,11 @@ def _unsafe_retry_findings(facts: Facts, contract: ProviderContract,
     if any(a.idempotency_key != intent.idempotency_key or a.request_hash != intent.request_hash
            for a in facts.attempts):
         found.append(Finding.INCONSISTENT_ATTEMPT)
-    if facts.of(RefusedRetry):
+    # A refused retry is kept as evidence, but it is not a lock: a human's resolution or
+    # approval recorded after it has seen it, and only a refusal after that counts.
+    reviewed = max((e.at for e in facts.evidence if isinstance(e, Resolution | Approval)),
+                   default=None)
+    if any(reviewed is None or r.at > reviewed for r in facts.of(RefusedRetry)):
         found.append(Finding.REFUSED_RETRY)
     retries = sorted((a for a in facts.attempts if a.number >= 2), key=lambda a: a.number)
     # Only a non_idempotent action can be retried blindly; the others skip the walk back.

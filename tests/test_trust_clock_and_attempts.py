@@ -121,3 +121,17 @@ def test_a_grant_binds_its_attempt_and_its_holder(store_url: str) -> None:
         out = sidecar.get("/v1/operations/op-1")
         assert [a["attempt"] for a in out["attempts"]] == [1]
         assert [e["kind"] for e in out["evidence"]].count("refused_retry") == 2
+
+
+def test_a_refused_retry_is_evidence_not_a_lock(sidecar: Sidecar) -> None:
+    sidecar.not_applied("op-1")
+    wrong = sidecar.http.post("/v1/operations/op-1/retry", json={
+        "idempotency_key": "key-op-1", "request_hash": "sha256:" + "1" * 64})
+    assert_problem(wrong, 422, "retry-mismatch")
+    locked = sidecar.get("/v1/operations/op-1")
+    assert (locked["verdict"], "refused_retry") == ("unsafe_retry", locked["evidence"][-1]["kind"])
+    out = sidecar.post("/v1/operations/op-1/resolution", {"verdict": "verified_not_applied",
+                                                          "note": "the worker's bug, fixed"})
+    assert (out["verdict"], out["retry_allowed"]) == ("verified_not_applied", True)
+    assert "refused_retry" in [e["kind"] for e in out["evidence"]]
+    assert sidecar.retry("op-1", "w1").json()["allowed"] is True

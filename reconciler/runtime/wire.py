@@ -18,7 +18,7 @@ from reconciler.runs.events import CallView, EventKind, RunEvent, RunView
 from reconciler.runs.messages import usage_to_json
 from reconciler.runs.states import RunState
 from reconciler.runtime.guards import RunConfig
-from reconciler.schemas import Name, Note
+from reconciler.schemas import Name, Note, Storable
 
 #: The caller's wait for an answer, at most: a run goes on past it only by the step under way.
 DEFAULT_DEADLINE_S = 25.0
@@ -54,7 +54,7 @@ RunId = Annotated[str, Field(min_length=1, max_length=RUN_ID_MAX, pattern=RUN_ID
 DeadlineS = Annotated[float, Field(
     gt=0, le=MAX_DEADLINE_S, description="seconds to work on the run before answering; a run "
     "with more to do pauses with a continue_request")]
-Token = Annotated[str, Field(min_length=1, max_length=200)]
+Token = Annotated[str, Field(min_length=1, max_length=200), Storable]
 
 
 class _In(BaseModel):
@@ -62,7 +62,8 @@ class _In(BaseModel):
 
 
 class RunIn(_In):
-    input: str = Field(min_length=1, max_length=60_000, description="the task")
+    input: Annotated[str, Storable] = Field(min_length=1, max_length=60_000,
+                                            description="the task")
     config: RunConfigIn | None = None
     correlation_id: Token | None = None
     run_id: RunId | None = Field(None, description="default: a new unique id")
@@ -89,7 +90,8 @@ class RejectIn(_In):
 
 
 class CancelIn(_In):
-    reason: str = Field("cancelled over the runs API", min_length=1, max_length=500)
+    reason: Annotated[str, Storable] = Field("cancelled over the runs API", min_length=1,
+                                             max_length=500)
 
 
 class ResumeIn(_In):

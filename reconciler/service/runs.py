@@ -34,6 +34,7 @@ from reconciler.errors import (
 )
 from reconciler.runs.states import RunState
 from reconciler.runtime.agent import Agent
+from reconciler.runtime.guards import caller_limits
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.wire import (
     MAX_DEADLINE_S,
@@ -52,6 +53,7 @@ from reconciler.runtime.wire import (
 )
 from reconciler.service.auth import Operator, Reader, Worker
 from reconciler.service.problems import (
+    VALIDATION,
     ProblemError,
     ProblemType,
     problem_response,
@@ -91,6 +93,17 @@ class Runs:
 
     runtime: AgentRuntime
     defaults: dict[str, Any]
+    #: Keys the agent lets a caller set beyond the bounds (Agent.caller_may_set).
+    caller_may_set: frozenset[str] = frozenset()
+
+    def check(self, config: dict[str, Any] | None) -> dict[str, Any]:
+        """The caller's configuration, if it stays within the agent's bounds; else 422."""
+        refused = caller_limits(config or {}, self.defaults, self.caller_may_set)
+        if refused:
+            raise ProblemError(VALIDATION, "; ".join(refused), extensions={"errors": [
+                {"loc": ["body", "config"], "msg": msg, "type": "over_limit"}
+                for msg in refused]})
+        return config or {}
 
 
 def build_runs(wiring: Wiring, agent: Agent) -> Runs:
@@ -98,7 +111,7 @@ def build_runs(wiring: Wiring, agent: Agent) -> Runs:
     unknown is reconciled with the operations' probes and evidence."""
     runtime = AgentRuntime(journal_of(wiring.store), wiring.ledger, wiring.gate, agent.model,
                            agent.tools, wiring.sweeper.reconcile, lease_s=LEASE_S)
-    return Runs(runtime, dict(agent.config))
+    return Runs(runtime, dict(agent.config), agent.caller_may_set)
 
 
 def install_run_problems(app: FastAPI) -> None:
@@ -146,14 +159,14 @@ async def create_run(body: RunIn, caller: Worker, runs: RunsDep) -> RunOut:
     """Create a run (the agent's configuration, overridden by `config`) and work on it until it
     completes, stops, waits for a human or reaches `deadline_s`. 409 if `run_id` is taken."""
     view = runs.runtime.create(body.input, run_id=body.run_id,
-                               config={**runs.defaults, **(body.config or {})},
+                               config={**runs.defaults, **runs.check(body.config)},
                                correlation_id=body.correlation_id)
     return await _advanced(runs, view.run_id, body.deadline_s)
 
 
 @router.get("/{run_id}", response_model=RunEventsOut, responses=problem_responses(404, 409))
 def get_run(run_id: RunIdPath, caller: Reader, runs: RunsDep,
-            after: Annotated[int, Query(ge=0, le=2**62)] = 0,
+            after: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
             limit: Annotated[int, Query(ge=1, le=1000)] = 500) -> RunEventsOut:
     """The run and its events after sequence number `after` (a pending approval past its
     timeout is timed out first)."""
@@ -210,6 +223,7 @@ async def resume(run_id: RunIdPath, body: ResumeIn, caller: Operator, runs: Runs
     """Re-queue a failed, cancelled or timed-out run (with configuration changes, e.g. a larger
     budget) and work on it. A live run nobody works on (its worker died) is picked up where its
     events say it is; 409 while another worker's lease on it runs."""
+    runs.check(body.config)
     view = runs.runtime.get(run_id)
     deadline = _deadline(body.deadline_s)
     if view.state in _ORPHANABLE and body.config is None:
