@@ -184,7 +184,9 @@ def serve_command(
              "sqlite:///reconciler.db]. PostgreSQL: postgresql+psycopg://user@host/db")] = None,
     host: Annotated[str | None, typer.Option(
         help="Address to bind [env RECONCILER_HOST; default 127.0.0.1]. Any other address "
-             "needs a bearer token in RECONCILER_TOKEN.")] = None,
+             "needs a credential (RECONCILER_TOKEN, RECONCILER_CREDENTIAL_<NAME> or "
+             "--credentials-file) and TLS (--tls-cert/--tls-key or --behind-tls-proxy).")
+    ] = None,
     port: Annotated[int | None, typer.Option(
         help="Port [env RECONCILER_PORT; default 8765; 0 picks a free one].")] = None,
     config: Annotated[Path | None, typer.Option(
