@@ -111,7 +111,8 @@ def test_a_request_head_sent_too_slowly_is_closed(tmp_path: Path) -> None:
             slow.settimeout(2)
             assert slow.recv(1024) == b""
         slow.close()
-        assert httpx.get(url + "/healthz", timeout=1).status_code == 200
+        assert closed_after is None or closed_after < 4
+        assert httpx.get(url + "/healthz", timeout=10).status_code == 200
 
 
 def test_too_many_header_fields_is_431(tmp_path: Path) -> None:
@@ -132,20 +133,31 @@ def test_a_burst_of_600_connections_gets_503s_not_a_hang(tmp_path: Path) -> None
                     "provider": "pay", "action": "charge",
                     "effect": "non_idempotent"}).status_code == 201
 
-        async def burst() -> list[httpx.Response]:
-            limits = httpx.Limits(max_connections=600, max_keepalive_connections=0)
-            async with httpx.AsyncClient(base_url=url, limits=limits, timeout=10) as client:
-                async with asyncio.timeout(10):
-                    return await asyncio.gather(*(
-                        client.post(f"/v1/operations/op-{i % operations}/reconcile")
-                        for i in range(600)))
+        host, port = _address(url)
 
-        responses = asyncio.run(burst())
-        statuses = [r.status_code for r in responses]
-        overloaded = [r for r in responses if r.status_code == 503]
+        async def one(i: int) -> tuple[int, dict[str, str], bytes]:
+            # Plain sockets, not an HTTP client: 600 of them at once must cost the test little.
+            reader, writer = await asyncio.open_connection(host, port)
+            writer.write(f"POST /v1/operations/op-{i % operations}/reconcile HTTP/1.1\r\n"
+                         f"Host: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                         .encode())
+            answer = await reader.read()
+            writer.close()
+            head, _, body = answer.partition(b"\r\n\r\n")
+            status_line, *lines = head.decode().split("\r\n")
+            headers = dict(line.lower().split(": ", 1) for line in lines)
+            return int(status_line.split()[1]), headers, body
+
+        async def burst() -> list[tuple[int, dict[str, str], bytes]]:
+            async with asyncio.timeout(10):
+                return await asyncio.gather(*(one(i) for i in range(600)))
+
+        answers = asyncio.run(burst())
+        statuses = [status for status, _, _ in answers]
+        overloaded = [(headers, body) for status, headers, body in answers if status == 503]
         assert overloaded, statuses
-        assert all(r.headers["retry-after"] == "1" and
-                   r.json()["type"].endswith("/overloaded") for r in overloaded)
+        assert all(headers["retry-after"] == "1" and b"/overloaded" in body
+                   for headers, body in overloaded)
         assert set(statuses) <= {200, 409, 503}
         assert 200 in statuses
         assert httpx.get(url + "/healthz", timeout=1).status_code == 200
