@@ -243,7 +243,9 @@ def serve_command(
              "sqlite:///reconciler.db]. PostgreSQL: postgresql+psycopg://user@host/db")] = None,
     host: Annotated[str | None, typer.Option(
         help="Address to bind [env RECONCILER_HOST; default 127.0.0.1]. Any other address "
-             "needs a bearer token in RECONCILER_TOKEN.")] = None,
+             "needs a credential (RECONCILER_TOKEN, RECONCILER_CREDENTIAL_<NAME> or "
+             "--credentials-file) and TLS (--tls-cert/--tls-key or --behind-tls-proxy).")
+    ] = None,
     port: Annotated[int | None, typer.Option(
         help="Port [env RECONCILER_PORT; default 8765; 0 picks a free one].")] = None,
     config: Annotated[Path | None, typer.Option(
@@ -271,6 +273,20 @@ def serve_command(
         help="The agent /v1/runs runs: package.module:attribute, an Agent or a function "
              "returning one, looked up from the current directory first [env "
              "RECONCILER_AGENT]. Without it /v1/runs answers 404 no-agent.")] = None,
+    credentials_file: Annotated[Path | None, typer.Option(
+        help="JSON file of credential hashes, written by `reconciler credential add` [env "
+             "RECONCILER_CREDENTIALS_FILE].")] = None,
+    allowed_hosts: Annotated[str | None, typer.Option(
+        help="Comma-separated Host names served; others get 421 [default: loopback names "
+             "and --host].")] = None,
+    tls_cert: Annotated[Path | None, typer.Option(
+        help="PEM certificate (chain): serve HTTPS; with --tls-key.")] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert.")] = None,
+    behind_tls_proxy: Annotated[bool, typer.Option(
+        "--behind-tls-proxy", help="A proxy in front terminates TLS: serve plain HTTP on a "
+                                   "non-loopback address with credentials.")] = False,
+    max_concurrency: Annotated[int | None, typer.Option(
+        help="Requests in flight; more get 503 with Retry-After [default 256].")] = None,
 ) -> None:
     """Run the sidecar: the HTTP API (SPEC section 6) with the reconcile sweep inside.
 
@@ -284,7 +300,46 @@ def serve_command(
           "sweep_interval_s": sweep_interval_s, "probe_concurrency": probe_concurrency,
           "probe_timeout_s": probe_timeout_s, "probe_budget": probe_budget,
           "retry_lease_ttl_s": retry_lease_ttl_s, "max_body_bytes": max_body_bytes,
-          "shutdown_timeout_s": shutdown_timeout_s, "agent": agent})
+          "shutdown_timeout_s": shutdown_timeout_s, "agent": agent,
+          "credentials_file": credentials_file, "allowed_hosts": allowed_hosts,
+          "tls_cert": tls_cert, "tls_key": tls_key,
+          "behind_tls_proxy": True if behind_tls_proxy else None,
+          "max_concurrency": max_concurrency})
+
+
+credential_app = typer.Typer(help="Named credentials with roles (worker, operator, evidence, "
+                             "admin) for `serve`.", no_args_is_help=True)
+app.add_typer(credential_app, name="credential")
+
+
+@credential_app.command("add")
+def credential_add_command(
+    name: Annotated[str, typer.Argument(help="The credential's name: the actor recorded for "
+                                             "its decisions.")],
+    role: Annotated[list[str], typer.Option(
+        help="worker, operator, evidence or admin; repeat for several.")],
+    file: Annotated[Path, typer.Option(
+        envvar="RECONCILER_CREDENTIALS_FILE",
+        help="The credentials file serve reads (created 0600; hashes only).")],
+) -> None:
+    """Add (or replace) a credential in the credentials file and print its token once: the
+    file keeps only the token's SHA-256, so it cannot be shown again."""
+    from reconciler.service.credentials import CredentialError, add_to_file
+
+    try:
+        token = add_to_file(file, name, role)
+    except CredentialError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    typer.echo(token)
+
+
+@credential_app.command("token")
+def credential_token_command() -> None:
+    """Print a fresh token (for RECONCILER_TOKEN or RECONCILER_CREDENTIAL_<NAME>)."""
+    from reconciler.service.credentials import new_token
+
+    typer.echo(new_token())
 
 
 @app.command("mcp-proxy", context_settings={"allow_interspersed_args": False})

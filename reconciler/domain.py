@@ -30,6 +30,9 @@ class Outcome(StrEnum):
     TIMEOUT = "timeout"
     CONNECTION_ERROR = "connection_error"
     NOT_SENT = "not_sent"
+    #: Recorded before the first byte leaves, completed with one of the others after: until
+    #: then the engine reads it as an unknown outcome, like a timeout.
+    DISPATCHING = "dispatching"
 
 
 class Authority(StrEnum):
@@ -101,9 +104,29 @@ class Match:
     request_hash: str | None = None
 
 
+def _later(claimed: datetime, recorded: datetime | None) -> datetime:
+    return claimed if recorded is None else max(claimed, recorded)
+
+
+def _earlier(claimed: datetime, recorded: datetime | None) -> datetime:
+    return claimed if recorded is None else min(claimed, recorded)
+
+
 @dataclass(frozen=True, slots=True)
 class Attempt:
-    """One dispatch and its transport outcome; `at` is the dispatch time."""
+    """One dispatch and its transport outcome; `at` is the dispatch time the caller claims,
+    `recorded_at` the sidecar's time when it recorded it (SPEC section 6, "Trust").
+
+    The rules take whichever of the two is stricter, so that a caller's clock can delay a
+    verdict, never hasten one:
+
+        claimed at ──┐        ┌── recorded_at        (or the other way round)
+                     ▼        ▼
+        ─────────────●════════●──────────▶
+          earliest_at          latest_at
+          retention counts     "after the latest dispatch" (zeros, approvals)
+          from here            starts here
+    """
 
     operation_id: str
     number: int
@@ -113,12 +136,38 @@ class Attempt:
     outcome: Outcome
     status: int | None = None
     receipt: Match | None = None
+    recorded_at: datetime | None = None
+
+    @property
+    def latest_at(self) -> datetime:
+        """The later of the claimed and recorded times: when the dispatch may have happened
+        at the latest (a zero or an approval must come after it)."""
+        return _later(self.at, self.recorded_at)
+
+    @property
+    def earliest_at(self) -> datetime:
+        """The earlier of the two: where the key retention window of a first attempt starts."""
+        return _earlier(self.at, self.recorded_at)
+
+    def same_facts(self, other: Attempt) -> bool:
+        """True when `other` reports the same attempt (when it was recorded aside)."""
+        return replace(other, recorded_at=self.recorded_at) == self
 
     @property
     def succeeded(self) -> bool:
         """A 2xx response: the provider claims it did the work."""
         return self.outcome is Outcome.RESPONSE and self.status is not None and (
             200 <= self.status < 300)
+
+
+def completes(open_: Attempt, report: Attempt) -> bool:
+    """True when `report` completes the attempt recorded as `open_`: that one is still
+    dispatching, this one has its outcome, and both are the same dispatch (number, key, hash;
+    the dispatch time is the open record's)."""
+    return (open_.outcome is Outcome.DISPATCHING and report.outcome is not Outcome.DISPATCHING
+            and (open_.operation_id, open_.number, open_.idempotency_key, open_.request_hash)
+            == (report.operation_id, report.number, report.idempotency_key,
+                report.request_hash))
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +179,8 @@ class Receipt:
     provider_ref: str
     request_hash: str | None
     source: str
+    #: The sidecar's time when it recorded it; `at` is what the sender claims.
+    recorded_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +193,14 @@ class Observation:
     authority: Authority
     matches: tuple[Match, ...] = ()
     error: str | None = None
+    #: The sidecar's time when it recorded it; `at` is what the observer claims.
+    recorded_at: datetime | None = None
+
+    @property
+    def earliest_at(self) -> datetime:
+        """The earlier of the claimed and recorded times: a zero counts as seen no later than
+        this (a zero claimed later than it was recorded proves nothing more)."""
+        return _earlier(self.at, self.recorded_at)
 
 
 @dataclass(frozen=True, slots=True)

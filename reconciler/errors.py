@@ -28,6 +28,10 @@ class AttemptConflictError(ReconcilerError):
     """This attempt number is already recorded with other facts; number the next attempt n+1."""
 
 
+class RetryNotGrantedError(ReconcilerError):
+    """Attempt n>=2 without the unexpired retry grant for that number; ask /retry, do not send."""
+
+
 class UnknownOperationError(ReconcilerError):
     """No intent is recorded for this operation id; record the intent before anything else."""
 

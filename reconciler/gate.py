@@ -4,9 +4,14 @@ A worker asks with the idempotency key and request hash it is about to use. The 
 yes only when SPEC rule 6 allows it (the engine's `retry_allowed`), the caller's key and hash are
 the intent's, and the caller wins the retry lease, which exactly one caller holds at a time:
 
-    ask ── granted ───────────── lease_expires_at ─────▶
-            │ the holder dispatches    │ not dispatched by now? the grant lapses; the
-            │ and records attempt n+1  │ holder must ask again before sending anything
+    ask ── granted (attempt n+1) ── lease_expires_at ─────▶
+            │ the holder records n+1   │ not recorded by now? the grant lapses; the
+            │ as dispatching, then     │ holder must ask again before sending anything
+            │ sends and completes it   │
+
+The grant names the attempt number it allows, and opening that attempt must present it
+(`record_attempt` with the holder): an expired or stolen grant cannot open attempt n+1, so two
+callers cannot both send it. A refused opening is kept as a refused retry.
 
 A caller that asks with another key or hash is refused and recorded as a refused retry, which the
 engine counts as unsafe (rule 2): the worker is about to send something the intent never covered.
@@ -18,8 +23,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from reconciler.domain import RefusedRetry, Verdict
-from reconciler.ledger import Ledger
+from reconciler.domain import Attempt, Outcome, RefusedRetry, Verdict
+from reconciler.errors import RetryNotGrantedError
+from reconciler.ledger import Ledger, Recorded
 from reconciler.ports import Leases
 
 
@@ -50,6 +56,8 @@ class GateAnswer:
     reason: str
     findings: tuple[str, ...]
     lease_expires_at: datetime | None = None
+    #: The attempt number a grant allows.
+    attempt: int | None = None
 
     @property
     def allowed(self) -> bool:
@@ -83,12 +91,39 @@ class RetryGate:
             return GateAnswer(GateResult.REFUSED, decision.verdict,
                               f"retry not allowed: verdict {decision.verdict.value}, next action "
                               f"{decision.next_action}", decision.findings)
+        number = max((a.number for a in judgement.facts.attempts), default=0) + 1
         expires = self.leases.acquire_retry(request.operation_id, request.holder, now,
-                                            self.lease_ttl_s)
+                                            self.lease_ttl_s, number)
         if expires is None:
             return GateAnswer(GateResult.IN_PROGRESS, decision.verdict,
                               "another caller holds the retry lease for this operation",
                               decision.findings)
         return GateAnswer(GateResult.GRANTED, decision.verdict,
-                          f"granted to {request.holder}: dispatch once, with the same key and "
-                          "parameters, before the lease expires", decision.findings, expires)
+                          f"granted to {request.holder} for attempt {number}: record it (as "
+                          "dispatching, with this holder) and dispatch once, with the same key "
+                          "and parameters, before the lease expires", decision.findings,
+                          expires, number)
+
+    def record_attempt(self, attempt: Attempt, holder: str | None, *,
+                       stamped: bool = False) -> Recorded:
+        """Record an attempt through the gate. Opening attempt n>=2 (outcome `dispatching`,
+        before anything is sent) needs the unexpired grant for number n held by `holder`:
+        RetryNotGrantedError otherwise (recorded as a refused retry), and the caller must not
+        send. A repeat, or the completion of an open attempt, needs none (the grant was checked
+        when it was opened); nor does an attempt reported only after the fact (one phase):
+        it was sent, and refusing it would lose the evidence (the rules judge it)."""
+        if attempt.number >= 2 and attempt.outcome is Outcome.DISPATCHING:
+            facts = self.ledger.store.facts(attempt.operation_id)
+            if attempt.number not in {a.number for a in facts.attempts}:
+                now = self.ledger.clock()
+                grant = self.leases.retry_grant(attempt.operation_id, now)
+                if holder is None or grant != (holder, attempt.number):
+                    self.ledger.record_evidence(RefusedRetry(
+                        attempt.operation_id, now, attempt.request_hash,
+                        attempt.idempotency_key, holder or ""))
+                    raise RetryNotGrantedError(
+                        f"attempt {attempt.number} of {attempt.operation_id!r} has no retry "
+                        "grant held by this caller (none asked, expired, or another's): do not "
+                        "send; ask /retry first (recorded as a refused retry)",
+                        operation_id=attempt.operation_id)
+        return self.ledger.record_attempt(attempt, stamped=stamped)

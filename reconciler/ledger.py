@@ -18,15 +18,22 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from reconciler.domain import Attempt, Decision, Evidence, Facts, Intent, ProviderContract, Receipt
+from reconciler.domain import (
+    Attempt,
+    Decision,
+    Evidence,
+    Facts,
+    Intent,
+    Observation,
+    ProviderContract,
+    Receipt,
+)
 from reconciler.errors import AttemptConflictError, FactTimeError, UnknownOperationError
 from reconciler.ports import FIRST_DECISION, Delivery, Leases, Round, Scheduled, Store
-from reconciler.schedule import SweepPolicy, due_after, next_round
+from reconciler.schedule import SweepPolicy, due_after, due_on_dispatch, next_round
 from reconciler.verdicts import evaluate
 
-#: How far ahead of the ledger's clock a caller's timestamp may be. Evidence dated in the
-#: future could pass for a zero observed after a retry that has not happened yet: keep it to
-#: jitter.
+#: How far ahead of the ledger's clock a caller's evidence may be dated: jitter.
 MAX_CLOCK_SKEW = timedelta(seconds=1)
 
 
@@ -71,9 +78,14 @@ class Ledger:
         self.store = store
         self.clock = clock
 
-    def time_of(self, given: datetime | None) -> datetime:
-        """The time of a fact a caller reports: its own when given (in UTC, not in the future
-        by the ledger's clock), else the ledger's. FactTimeError when it cannot be used."""
+    def time_of(self, given: datetime | None, *, ahead_ok: bool = False) -> datetime:
+        """The time of a fact a caller reports: its own when given (in UTC), else the
+        ledger's. FactTimeError when it cannot be used: out of range, or (unless `ahead_ok`)
+        ahead of the ledger's clock. An attempt's time may be ahead (`ahead_ok`): the attempt
+        is also stamped with the ledger's time when recorded, and the rules use the stricter
+        of the two (domain.Attempt), so a fast worker clock is kept, not refused after the
+        real send. Evidence dated in the future could pass for the latest observation: kept
+        to jitter."""
         now = self.clock()
         if given is None:
             return now
@@ -82,7 +94,7 @@ class Ledger:
         except OverflowError:  # 0001-01-01T00:00:00+01:00: valid RFC 3339, before year 1 in UTC
             raise FactTimeError("out_of_range", "'at' is outside years 1 to 9999 once in UTC; "
                                 "send it in UTC") from None
-        if in_utc > now + MAX_CLOCK_SKEW:
+        if not ahead_ok and in_utc > now + MAX_CLOCK_SKEW:
             raise FactTimeError("future", "'at' is in the future by the server's clock; omit "
                                 "it to use the server's time")
         return in_utc
@@ -106,22 +118,30 @@ class Ledger:
         when the number exists with other facts. `stamped`: the time is the ledger's, not the
         caller's, so a resend that differs from the recorded attempt only in its time is the
         same attempt."""
+        attempt = replace(attempt, recorded_at=self.clock())
         try:
-            created = self.store.record_attempt(attempt)
+            created = self.store.record_attempt(attempt, due_at=due_on_dispatch(attempt))
         except AttemptConflictError:
             if not stamped:
                 raise
             # Read back only here, off the hot path.
             same = {a.number: a for a in self.store.facts(attempt.operation_id).attempts
                     }.get(attempt.number)
-            if same is None or replace(attempt, at=same.at) != same:
+            if same is None or not same.same_facts(replace(attempt, at=same.at)):
                 raise
             created = False
         return Recorded(created, self.judge(attempt.operation_id))
 
     def record_evidence(self, evidence: Evidence) -> Judgement:
+        evidence = self._stamped(evidence)
         self.store.record_evidence(evidence)
         return self.judge(evidence.operation_id)
+
+    def _stamped(self, evidence: Evidence) -> Evidence:
+        """Provider evidence carries the ledger's time of recording beside its claimed one."""
+        if isinstance(evidence, Receipt | Observation) and evidence.recorded_at is None:
+            return replace(evidence, recorded_at=self.clock())
+        return evidence
 
     def _owned_by(self, provider: str, operation_id: str) -> bool:
         """A provider vouches only for its own operations."""
@@ -138,6 +158,8 @@ class Ledger:
         accepted, so that the provider stops sending it)."""
         if receipt is not None and not self._owned_by(provider, receipt.operation_id):
             receipt = None
+        if receipt is not None and receipt.recorded_at is None:
+            receipt = replace(receipt, recorded_at=self.clock())
         if not self.store.record_delivery(delivery, receipt):
             return Delivered.REPLAY
         if receipt is None:

@@ -112,10 +112,11 @@ class Store(Protocol):
         when the id exists with another hash or key."""
         ...
 
-    def record_attempt(self, attempt: Attempt) -> bool:
-        """Record an attempt; True if new, False for an identical repeat. AttemptConflictError
-        when the number exists with other facts; UnknownOperationError without an intent.
-        An undecided, unescalated operation with nothing due is due from this dispatch on."""
+    def record_attempt(self, attempt: Attempt, *, due_at: datetime | None = None) -> bool:
+        """Record an attempt, or complete one recorded `dispatching`; True if new (or
+        completed), False for an identical repeat. AttemptConflictError when the number exists
+        with other facts; UnknownOperationError without an intent. An undecided, unescalated
+        operation is due from `due_at` (default: the attempt's time) unless due earlier."""
         ...
 
     def record_evidence(self, evidence: Evidence) -> None:
@@ -199,9 +200,14 @@ class Leases(Protocol):
         ...
 
     def acquire_retry(self, operation_id: str, holder: str, now: datetime,
-                      ttl_s: float) -> datetime | None:
-        """Grant the retry lease to `holder`; its expiry, or None while another caller holds
-        it. Asking again as the same holder renews the same lease."""
+                      ttl_s: float, attempt: int | None = None) -> datetime | None:
+        """Grant the retry lease to `holder`, for attempt number `attempt`; its expiry, or None
+        while another caller holds it. Asking again as the same holder renews the same lease."""
+        ...
+
+    def retry_grant(self, operation_id: str, now: datetime) -> tuple[str, int | None] | None:
+        """The holder of the operation's unexpired retry lease and the attempt number it
+        allows; None when no lease runs."""
         ...
 
 

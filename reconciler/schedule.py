@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from reconciler.domain import Decision, Facts, ProviderContract, Verdict
+from reconciler.domain import Attempt, Decision, Facts, Outcome, ProviderContract, Verdict
 from reconciler.ports import Scheduled
 from reconciler.verdicts import Finding, latest_dispatch, proofs, reconcile_deadline
 
@@ -38,6 +38,20 @@ class SweepPolicy:
 
 
 DEFAULT_POLICY = SweepPolicy()
+
+
+#: How long an attempt still `dispatching` (opened, no outcome yet) is left unprobed: the send
+#: may be on its way, and a read then would see a zero the provider is about to contradict. A
+#: worker that died mid-send leaves it dispatching; after this its operation is probed.
+IN_FLIGHT_S = 60.0
+
+
+def due_on_dispatch(attempt: Attempt) -> datetime:
+    """When an attempt makes its undecided operation due: once its outcome is known, at once
+    (from its dispatch time); while it is still dispatching, only after IN_FLIGHT_S."""
+    if attempt.outcome is Outcome.DISPATCHING:
+        return attempt.at + timedelta(seconds=IN_FLIGHT_S)
+    return attempt.at
 
 
 def confirmation_due(facts: Facts, decision: Decision,

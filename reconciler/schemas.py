@@ -7,10 +7,12 @@ arguments or message bodies cannot slip into the store through a mislabelled fie
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     BeforeValidator,
@@ -21,13 +23,30 @@ from pydantic import (
 
 from reconciler.domain import Authority, Effect, Outcome, Verdict
 
+
+def _storable(value: str) -> str:
+    # PostgreSQL refuses NUL in text, and UTF-8 cannot encode a lone surrogate ("\ud800" is
+    # valid JSON): either would fail the insert with a 500 where it should be a 422.
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode (no lone surrogates)") from None
+    return value
+
+
+#: Text every store can keep: checked here, so that SQLite and PostgreSQL answer alike.
+Storable = AfterValidator(_storable)
 Hash = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$",
                             examples=["sha256:" + "0" * 64])]
 IDENT_PATTERN = r"^[A-Za-z0-9._:@/+=-]+$"
 Ident = Annotated[str, Field(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
-Key = Annotated[str, Field(min_length=1, max_length=255)]
-Name = Annotated[str, Field(min_length=1, max_length=100)]
-Note = Annotated[str, Field(max_length=2000)]
+Key = Annotated[str, Field(min_length=1, max_length=255), Storable]
+Name = Annotated[str, Field(min_length=1, max_length=100), Storable]
+Note = Annotated[str, Field(max_length=2000), Storable]
+#: What the store keeps of an intent's correlation (its JSON), at most.
+CORRELATION_CHARS = 2000
 
 
 def _rfc3339_only(value: object) -> object:
@@ -61,7 +80,14 @@ class IntentIn(_In):
     run_id: Ident | None = None
     tool_call_id: Ident | None = None
     correlation: dict[Name, Key] = Field(default_factory=dict, max_length=16, description=(
-        "References probes need to find the effect (channel id, repository): never content."))
+        "References probes need to find the effect (channel id, repository): never content; "
+        f"at most {CORRELATION_CHARS} characters as JSON."))
+
+    @model_validator(mode="after")
+    def _correlation_fits(self) -> IntentIn:
+        if len(json.dumps(self.correlation)) > CORRELATION_CHARS:
+            raise ValueError(f"correlation is over {CORRELATION_CHARS} characters as JSON")
+        return self
 
 
 class AttemptIn(_In):
@@ -73,6 +99,8 @@ class AttemptIn(_In):
     status: int | None = Field(None, ge=100, le=599, strict=True,
                                description="with outcome=response")
     receipt: MatchIn | None = None
+    holder: Ident | None = Field(None, description="the retry grant's holder: opening attempt "
+                                 "n>=2 as dispatching needs the grant for n")
 
     @model_validator(mode="after")
     def _status_with_response(self) -> AttemptIn:
@@ -97,21 +125,27 @@ class ObservationIn(_In):
     authority: Literal[Authority.AUTHORITATIVE, Authority.LAGGING, Authority.WEAK,
                        Authority.UNAVAILABLE]
     matches: list[MatchIn] = Field(default_factory=list, max_length=100)
-    error: Annotated[str, Field(max_length=500)] | None = None
+    error: Annotated[str, Field(max_length=500), Storable] | None = None
     at: When | None = None
 
 
 EvidenceIn = Annotated[ReceiptIn | ObservationIn, Field(discriminator="kind")]
 
 
+#: The actor of a human decision is the credential's name (SPEC section 6, "Trust"): a field
+#: kept so that older clients still validate, and read only in loopback mode without credentials.
+Actor = Annotated[Name | None, Field(description="ignored when a credential is used: the actor "
+                                     "recorded is the credential's name")]
+
+
 class ResolutionIn(_In):
     verdict: Literal[Verdict.VERIFIED_APPLIED, Verdict.VERIFIED_NOT_APPLIED]
-    actor: Name
+    actor: Actor = None
     note: Note = ""
 
 
 class ApprovalIn(_In):
-    actor: Name
+    actor: Actor = None
     note: Note = ""
 
 
@@ -143,8 +177,8 @@ class OperationQueryIn(_In):
 
     verdict: Verdict | None = None
     escalated: bool | None = None
-    after: str | None = Field(None, max_length=200,
-                              description="next_cursor of the previous page")
+    after: Annotated[str, Storable] | None = Field(None, max_length=200,
+                                                   description="next_cursor of the previous page")
     limit: int = Field(50, ge=1, le=500)
 
 
@@ -165,10 +199,12 @@ class AttemptOut(BaseModel):
     attempt: int
     idempotency_key: str | None
     request_hash: str
-    at: datetime
+    at: datetime = Field(description="the dispatch time the caller claimed")
     outcome: Outcome
     status: int | None
     receipt: MatchOut | None
+    recorded_at: datetime | None = Field(None, description="the sidecar's time when it "
+                                         "recorded the attempt (the rules use the stricter)")
 
 
 class EvidenceOut(BaseModel):
@@ -187,6 +223,8 @@ class EvidenceOut(BaseModel):
     verdict: Verdict | None = None
     actor: str | None = None
     note: str | None = None
+    recorded_at: datetime | None = Field(None, description="the sidecar's time when it "
+                                         "recorded a receipt or observation")
 
 
 class OperationOut(BaseModel):
@@ -208,6 +246,7 @@ class RetryOut(BaseModel):
     lease_expires_at: datetime | None
     holder: str
     findings: list[str]
+    attempt: int | None = Field(None, description="the attempt number a grant allows")
 
 
 class OperationSummaryOut(BaseModel):

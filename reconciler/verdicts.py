@@ -165,8 +165,9 @@ def authority_of(obs: Observation) -> Authority:
 
 
 def dispatched_at(attempt: Attempt, facts: Facts) -> datetime:
-    """When an attempt counts as sent: its own time, but never before its intent's."""
-    return max(attempt.at, facts.intent.at)
+    """When an attempt counts as sent at the latest: the later of its claimed and recorded
+    times, but never before its intent's."""
+    return max(attempt.latest_at, facts.intent.at)
 
 
 def proofs(facts: Facts) -> list[Observation]:
@@ -188,14 +189,16 @@ def applied_refs(facts: Facts) -> frozenset[str]:
 
 
 def latest_dispatch(facts: Facts) -> datetime:
-    """The latest of the intent's time and every attempt's time."""
-    return max([facts.intent.at, *(a.at for a in facts.attempts)])
+    """The latest of the intent's time and every attempt's (SPEC section 4; of an attempt's
+    claimed and recorded times, the later: section 6, "Trust")."""
+    return max([facts.intent.at, *(dispatched_at(a, facts) for a in facts.attempts)])
 
 
 def earliest_dispatch(facts: Facts) -> datetime:
     """Where the key retention window starts: the earliest attempt (at its intent's time at the
     earliest); the intent's time when none was recorded (it may have been sent unrecorded)."""
-    return min((dispatched_at(a, facts) for a in facts.attempts), default=facts.intent.at)
+    return min((max(a.earliest_at, facts.intent.at) for a in facts.attempts),
+               default=facts.intent.at)
 
 
 def attempts_used(facts: Facts) -> int:
@@ -217,10 +220,10 @@ def is_conclusive_zero(obs: Observation, dispatched: datetime, contract: Provide
            |---- an authoritative zero is conclusive at once (strictly after dispatch) ---->
     """
     authority = authority_of(obs)
-    if obs.matches or authority not in PROOF_AUTHORITIES or obs.at <= dispatched:
+    if obs.matches or authority not in PROOF_AUTHORITIES or obs.earliest_at <= dispatched:
         return False
     if authority is Authority.LAGGING:
-        return obs.at >= dispatched + timedelta(seconds=contract.visibility_lag_s)
+        return obs.earliest_at >= dispatched + timedelta(seconds=contract.visibility_lag_s)
     return True
 
 
@@ -267,7 +270,11 @@ def _unsafe_retry_findings(facts: Facts, contract: ProviderContract,
     if any(a.idempotency_key != intent.idempotency_key or a.request_hash != intent.request_hash
            for a in facts.attempts):
         found.append(Finding.INCONSISTENT_ATTEMPT)
-    if facts.of(RefusedRetry):
+    # A refused retry is kept as evidence, but it is not a lock: a human's resolution or
+    # approval recorded after it has seen it, and only a refusal after that counts.
+    reviewed = max((e.at for e in facts.evidence if isinstance(e, Resolution | Approval)),
+                   default=None)
+    if any(reviewed is None or r.at > reviewed for r in facts.of(RefusedRetry)):
         found.append(Finding.REFUSED_RETRY)
     retries = sorted((a for a in facts.attempts if a.number >= 2), key=lambda a: a.number)
     # Only a non_idempotent action can be retried blindly; the others skip the walk back.
@@ -289,7 +296,9 @@ def _any_blind_retry(facts: Facts, contract: ProviderContract, retries: list[Att
     verified_not_applied? Walked in attempt order, each step reusing what the earlier ones
     found, so the cost stays linear in the number of retries."""
     for retry in retries:
-        sent = dispatched_at(retry, facts)
+        # What was known when the attempt reached the sidecar, by the sidecar's own clock:
+        # a caller's skewed clock neither hides evidence from the walk nor invents some.
+        sent = retry.recorded_at or retry.at
         before = _evaluate(facts.before(sent, retry.number), contract, sent, blind_known=False)
         if before.verdict is not Verdict.VERIFIED_NOT_APPLIED:
             return True

@@ -90,7 +90,6 @@ def test_a_success_the_provider_contradicts_is_caught_and_the_run_marked_unhealt
     with sidecar_charging(tmp_path, fault) as http:
         run = http.post("/v1/runs", json={"input": "Charge the deposit."}).json()
         assert run["state"] == "completed", run
-        assert run["health"] == {"healthy": True, "unhealthy_calls": []}
         [charge] = run["calls"]
         operation_id = charge["operation_id"]
 

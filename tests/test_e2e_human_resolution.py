@@ -37,8 +37,7 @@ def sandbox() -> Iterator[RunningSandbox]:
 def sidecar(tmp_path: Path, sandbox: RunningSandbox) -> Iterator[httpx.Client]:
     """The example configuration (stripe_like probes) aimed at this sandbox, no lag."""
     config = tmp_path / "reconciler.toml"
-    config.write_text(CONFIG.read_text().replace("http://127.0.0.1:8081", sandbox.url)
-                      .replace("visibility_lag_s = 5", "visibility_lag_s = 0"))
+    config.write_text(CONFIG.read_text().replace("http://127.0.0.1:8081", sandbox.url))
     settings = Settings(db=f"sqlite:///{tmp_path / 'r.db'}", sweep_interval_s=0, config=config)
     with serving(create_app(settings)) as url, httpx.Client(base_url=url, timeout=10.0,
                                                              trust_env=False) as http:
@@ -54,14 +53,15 @@ def ok(response: httpx.Response, status: int = 200) -> dict[str, Any]:
 def test_a_human_applied_survives_a_read_outage_and_no_retry_is_granted(
         sidecar: httpx.Client, sandbox: RunningSandbox) -> None:
     op, run_id, call_id = "run-h.call-1", "run-h", "call-1"
-    params = {"amount": 1200, "currency": "eur", "metadata": {"operation_id": op}}
+    params = {"amount": 1200, "currency": "eur", "confirm": True,
+              "payment_method": "pm_card_visa", "metadata": {"operation_id": op}}
     key, hash_ = derive_idempotency_key(run_id, call_id), request_hash(params)
     ok(sidecar.post("/v1/operations", json={
         "operation_id": op, "request_hash": hash_, "idempotency_key": key,
-        "provider": "payments", "action": "charge", "effect": "non_idempotent",
+        "provider": "stripe", "action": "payment_intents.create", "effect": "non_idempotent",
         "run_id": run_id, "tool_call_id": call_id}), 201)
     with httpx.Client(base_url=sandbox.url, trust_env=False) as provider:
-        sent = provider.post("/pay/v1/charges", json=params, headers={
+        sent = provider.post("/pay/v1/payment_intents", json=params, headers={
             "Idempotency-Key": key, "X-Sandbox-Fault": "fail_before_commit"})
         assert sent.is_error
         ok(sidecar.post(f"/v1/operations/{op}/attempts", json={

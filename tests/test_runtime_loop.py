@@ -70,7 +70,8 @@ def test_the_call_and_its_intent_are_recorded_before_the_handler_runs(world: Wor
     assert intent.request_hash == recorded.arguments_hash
     # Only an idempotent write sends its key by default; the intent records what is sent.
     assert intent.idempotency_key == (key if tool.effect is Effect.IDEMPOTENT_WRITE else None)
-    assert facts.attempts == ()
+    # The attempt is opened before the first byte leaves, and completed after.
+    assert [(a.number, a.outcome) for a in facts.attempts] == [(1, Outcome.DISPATCHING)]
 
 
 def test_the_argument_hash_is_canonical(world: World) -> None:

@@ -19,7 +19,7 @@ from reconciler.service.settings import (
     render_settings,
 )
 
-SECRET = "s3cret-token-value"
+SECRET = "s3cret-token-value-of-enough-length"
 
 
 def config_file(tmp_path: Path, text: str) -> Path:
@@ -58,9 +58,9 @@ def test_config_flag_names_the_file(tmp_path: Path) -> None:
 def test_token_comes_from_the_environment_or_token_env(tmp_path: Path) -> None:
     assert load_settings({}, env={"RECONCILER_TOKEN": SECRET}).token is not None
     path = config_file(tmp_path, '[service]\ntoken_env = "SIDECAR_TOKEN"\n')
-    env = {"RECONCILER_CONFIG": str(path), "SIDECAR_TOKEN": "from-token-env"}
+    env = {"RECONCILER_CONFIG": str(path), "SIDECAR_TOKEN": "from-token-env-of-enough-length"}
     token = load_settings({}, env=env).token
-    assert token is not None and token.get_secret_value() == "from-token-env"
+    assert token is not None and token.get_secret_value() == "from-token-env-of-enough-length"
     token = load_settings({}, env={**env, "RECONCILER_TOKEN": SECRET}).token
     assert token is not None and token.get_secret_value() == SECRET
 
@@ -83,11 +83,29 @@ def test_token_env_naming_an_unset_variable_is_an_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "sidecar.internal"])
 def test_non_loopback_without_token_is_refused(host: str) -> None:
-    with pytest.raises(SettingsError, match="without a bearer token"):
+    with pytest.raises(SettingsError, match="without a credential"):
         load_settings({"host": host}, env={})
     with pytest.raises(ValidationError):
         Settings(host=host)
-    assert load_settings({"host": host}, env={"RECONCILER_TOKEN": SECRET}).host == host
+    with pytest.raises(SettingsError, match="plain HTTP"):
+        load_settings({"host": host}, env={"RECONCILER_TOKEN": SECRET})
+    assert load_settings({"host": host, "behind_tls_proxy": True},
+                         env={"RECONCILER_TOKEN": SECRET}).host == host
+
+
+@pytest.mark.parametrize("token", ["", "   ", "short-token", " " + SECRET])
+def test_an_empty_or_short_token_is_refused_at_start(token: str) -> None:
+    with pytest.raises(SettingsError, match="at least 24 characters") as raised:
+        load_settings({}, env={"RECONCILER_TOKEN": token})
+    assert not token.strip() or token.strip() not in str(raised.value)
+
+
+def test_tls_cert_and_key_come_together(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="together"):
+        load_settings({"tls_cert": tmp_path / "cert.pem"}, env={})
+    settings = load_settings({"host": "0.0.0.0", "tls_cert": tmp_path / "cert.pem",
+                              "tls_key": tmp_path / "key.pem"}, env={"RECONCILER_TOKEN": SECRET})
+    assert settings.tls_cert == tmp_path / "cert.pem"
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
@@ -145,5 +163,5 @@ def test_serving_an_open_non_loopback_address_is_refused_at_start() -> None:
         env={"PATH": "", "RECONCILER_HOST": "0.0.0.0", "RECONCILER_DB": "sqlite://"},
         timeout=60)
     assert result.returncode == 2
-    assert "without a bearer token" in result.stderr
+    assert "without a credential" in result.stderr
     assert "serving on" not in result.stdout

@@ -106,6 +106,40 @@ def test_an_attempt_repeat_is_idempotent_and_a_changed_one_refused(store: Store)
         store.record_attempt(attempt(1, 1, Outcome.RESPONSE, status=200))
 
 
+def test_an_attempt_keeps_the_sidecars_time_beside_the_claimed_one(store: Store) -> None:
+    store.record_intent(intent())
+    stamped = replace(attempt(1, 1), recorded_at=t(3))
+    assert store.record_attempt(stamped) is True
+    assert store.facts(OP).attempts == (stamped,)
+    # Reported again, recorded at another time: the same attempt.
+    assert store.record_attempt(replace(stamped, recorded_at=t(4))) is False
+    assert store.facts(OP).attempts[0].recorded_at == t(3)
+
+
+def test_an_open_attempt_is_completed_once_with_its_outcome(store: Store) -> None:
+    store.record_intent(intent())
+    opened_at = replace(attempt(1, 1, Outcome.DISPATCHING), recorded_at=t(1))
+    assert store.record_attempt(opened_at) is True
+    done = replace(attempt(1, 5, Outcome.RESPONSE, status=201), recorded_at=t(6))
+    assert store.record_attempt(done) is True
+    [completed] = store.facts(OP).attempts
+    # The outcome is the completion's; the dispatch times stay the opening's.
+    assert (completed.outcome, completed.status, completed.at, completed.recorded_at) == (
+        Outcome.RESPONSE, 201, t(1), t(1))
+    assert store.record_attempt(replace(completed, recorded_at=t(9))) is False
+    with pytest.raises(AttemptConflictError):
+        store.record_attempt(attempt(1, 5, Outcome.TIMEOUT))
+
+
+def test_evidence_keeps_the_sidecars_time_beside_the_claimed_one(store: Store) -> None:
+    store.record_intent(intent())
+    items: list[Evidence] = [replace(probe(30), recorded_at=t(31)),
+                             replace(receipt(10), recorded_at=t(32))]
+    for item in items:
+        store.record_evidence(item)
+    assert list(store.facts(OP).evidence) == items
+
+
 def test_attempts_come_back_in_number_order(store: Store) -> None:
     store.record_intent(intent())
     store.record_attempt(attempt(2, 5))
@@ -307,16 +341,28 @@ def test_a_retry_lease_is_granted_to_one_holder_at_a_time(store: Store, leases: 
     assert leases.acquire_retry(OP, "w2", t(35), 30) == t(65)  # lapsed, taken over
 
 
+def test_a_retry_grant_names_its_holder_and_attempt_until_it_lapses(
+        store: Store, leases: Leases) -> None:
+    dispatched(store, OP)
+    assert leases.retry_grant(OP, t(2)) is None
+    leases.acquire_retry(OP, "w1", t(2), 30, 2)
+    assert leases.retry_grant(OP, t(10)) == ("w1", 2)
+    assert leases.retry_grant(OP, t(33)) is None  # lapsed
+
+
 def test_the_memory_twin_and_a_database_agree_on_a_whole_replay(tmp_path: Path) -> None:
     """The store-level promises add up: one fixture's facts give one verdict on both."""
     verdicts = []
     for store in (MemoryStore(), open_store(f"sqlite:///{tmp_path / 'r.db'}")):
-        ledger = Ledger(store, clock=lambda: t(200))
+        now = [t(0)]  # the sidecar's clock, as each fact arrives: it stamps them all
+        ledger = Ledger(store, clock=lambda now=now: now[0])  # type: ignore[misc]
         store.put_contract(CONTRACT)
         ledger.record_intent(intent())
+        now[0] = t(1)
         ledger.record_attempt(attempt(1, 1))
+        now[0] = t(100)
         ledger.record_evidence(probe(100, Authority.AUTHORITATIVE))
-        verdicts.append(ledger.judge(OP).decision)
+        verdicts.append(ledger.judge(OP, t(200)).decision)
         if isinstance(store, SqlStore):
             store.engine.dispose()
     assert verdicts[0] == verdicts[1]
@@ -354,3 +400,13 @@ def test_timestamped_delivery_ids_age_out_after_their_window_and_unsigned_ones_s
     assert store.record_delivery(Delivery("stripe", "evt_old", now, WINDOW), None) is True
     assert store.record_delivery(Delivery("github", "guid-old", now, None), None) is False
     assert store.record_delivery(Delivery("stripe", "evt_recent", now, WINDOW), None) is False
+
+
+def test_an_attempt_still_dispatching_is_due_only_later_and_its_outcome_makes_it_due(
+        store: Store, leases: Leases) -> None:
+    store.record_intent(intent())
+    opening = replace(attempt(1, 3), outcome=Outcome.DISPATCHING)
+    store.record_attempt(opening, due_at=t(63))
+    assert leases.oldest_due(t(62)) is None  # in flight: not probed yet
+    store.record_attempt(replace(opening, outcome=Outcome.TIMEOUT), due_at=t(3))
+    assert leases.oldest_due(t(4)) == t(3)

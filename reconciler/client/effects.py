@@ -1,10 +1,16 @@
 """Wrapping a side-effecting call so that it is recorded, and never retried without a grant.
 
     with client.track(intent) as effect:          # records the intent before anything is sent
-        response = effect.dispatch(send)          # attempt 1: sent, outcome recorded
+        response = effect.dispatch(send)          # attempt 1: recorded as dispatching, sent,
+                                                  # completed with its outcome
         ...
         response = effect.dispatch(send)          # attempt 2: the gate is asked first; a refusal
                                                   # raises RetryRefusedError and nothing is sent
+
+Each attempt has two phases: recorded as `dispatching` (with the retry grant's holder) before the
+first byte leaves, then completed with what came back, so a crash in between leaves the dispatch
+and its time on record. If the sidecar refuses the opening (the grant expired, or is another's),
+nothing is sent.
 
 Re-entering with an operation id that is already recorded (a worker restarted after a crash)
 counts as a retry from the first dispatch on: the crash may have come after the send and before
@@ -95,12 +101,21 @@ class _Tracking:
             raise RetryRefusedError(self.operation_id, answer.verdict.value,
                                     "the retry lease expired before dispatch; ask again",
                                     answer.findings)
+        if answer.attempt is not None:
+            self.attempts = answer.attempt - 1  # the number the grant allows comes next
 
-    def _attempt(self, at: datetime, response: object | None,
-                 error: BaseException | None) -> AttemptIn:
-        """Never raises on what `send` returned: a send that returns an SDK object (no
-        `status_code`) or a receipt reader that fails still gets its attempt recorded."""
+    def _opening(self, at: datetime) -> AttemptIn:
+        """The next attempt, as recorded before it is sent."""
         self.attempts += 1
+        return AttemptIn(attempt=self.attempts, idempotency_key=self.intent.idempotency_key,
+                         request_hash=self.intent.request_hash, at=at,
+                         outcome=Outcome.DISPATCHING, holder=self.holder)
+
+    def _attempt(self, opening: AttemptIn, response: object | None,
+                 error: BaseException | None) -> AttemptIn:
+        """The opened attempt completed with what the caller saw. Never raises on what `send`
+        returned: a send that returns an SDK object (no `status_code`) or a receipt reader
+        that fails still gets its attempt completed."""
         outcome = Outcome.RESPONSE if error is None else (
             outcome_of(error) or Outcome.CONNECTION_ERROR)
         receipt = None
@@ -109,10 +124,9 @@ class _Tracking:
                 receipt = self.read_receipt(response)  # type: ignore[arg-type]
             except Exception:
                 receipt = None
-        return AttemptIn(attempt=self.attempts, idempotency_key=self.intent.idempotency_key,
-                         request_hash=self.intent.request_hash, at=at, outcome=outcome,
-                         status=(status_of(response) or 200) if error is None else None,
-                         receipt=receipt)
+        return opening.model_copy(update={
+            "outcome": outcome, "receipt": receipt,
+            "status": (status_of(response) or 200) if error is None else None})
 
 
 class TrackedEffect(_Tracking):
@@ -138,13 +152,14 @@ class TrackedEffect(_Tracking):
             if self.attempts == 0:
                 self.client.reconcile(self.operation_id)
             self._check(self.client.ask_retry(self.operation_id, self._retry_request()))
-        at = datetime.now(UTC)
+        opening = self._opening(datetime.now(UTC))
+        self.client.record_attempt(self.operation_id, opening)
         try:
             response = send()
         except Exception as exc:
-            self.client.record_attempt(self.operation_id, self._attempt(at, None, exc))
+            self.client.record_attempt(self.operation_id, self._attempt(opening, None, exc))
             raise
-        self.client.record_attempt(self.operation_id, self._attempt(at, response, None))
+        self.client.record_attempt(self.operation_id, self._attempt(opening, response, None))
         return response
 
 
@@ -171,11 +186,14 @@ class AsyncTrackedEffect(_Tracking):
             if self.attempts == 0:
                 await self.client.reconcile(self.operation_id)
             self._check(await self.client.ask_retry(self.operation_id, self._retry_request()))
-        at = datetime.now(UTC)
+        opening = self._opening(datetime.now(UTC))
+        await self.client.record_attempt(self.operation_id, opening)
         try:
             response = await send()
         except Exception as exc:
-            await self.client.record_attempt(self.operation_id, self._attempt(at, None, exc))
+            await self.client.record_attempt(self.operation_id,
+                                             self._attempt(opening, None, exc))
             raise
-        await self.client.record_attempt(self.operation_id, self._attempt(at, response, None))
+        await self.client.record_attempt(self.operation_id,
+                                         self._attempt(opening, response, None))
         return response

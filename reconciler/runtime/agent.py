@@ -31,6 +31,9 @@ class Agent:
     model: Model
     tools: Sequence[Tool]
     config: Mapping[str, Any] = field(default_factory=dict)
+    #: Configuration keys a caller of the runs API may set beyond its bounds (e.g. "system",
+    #: or a budget it may then raise); by default none (runtime.guards.caller_limits).
+    caller_may_set: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         # Checked here so that a bad agent stops the sidecar at start, not its first run.

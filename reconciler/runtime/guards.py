@@ -70,7 +70,56 @@ class RunConfig:
         if config.max_turns < 1 or config.max_tool_calls_per_turn < 1 or config.repeat_limit < 2:
             raise ValueError("max_turns and max_tool_calls_per_turn must be >= 1, "
                              "repeat_limit >= 2")
+        out_of_range = [f"{name} must be {low:g} to {high:g}"
+                        for name, (low, high) in RANGES.items()
+                        if (value := getattr(config, name)) is not None
+                        and not low <= value <= high]
+        if len(config.system) > MAX_SYSTEM_CHARS:
+            out_of_range.append(f"system must be at most {MAX_SYSTEM_CHARS} characters")
+        if out_of_range:
+            raise ValueError("; ".join(out_of_range))
         return config
+
+
+#: Server-side bounds on every number of a run's configuration, the agent's own included: a
+#: timeout of 1e15 s overflows every clock, a billion reconcile rounds outlive any deadline.
+RANGES: dict[str, tuple[float, float]] = {
+    "max_turns": (1, 200),
+    "max_tool_calls_per_turn": (1, 64),
+    "max_tokens": (1, 100_000_000),
+    "max_cost_usd": (0, 10_000),
+    "repeat_limit": (2, 100),
+    "max_output_tokens": (1, 128_000),
+    "approval_timeout_s": (1, 30 * 86_400),
+    "reconcile_rounds": (0, 20),
+    "reconcile_wait_s": (0, 60),
+    "step_reserve_s": (0, 300),
+}
+MAX_SYSTEM_CHARS = 60_000
+#: Keys a caller may never set unless the agent allows it (Agent.caller_may_set): the system
+#: prompt is the agent's instructions, the prices are what its budgets are counted in.
+AGENT_ONLY = frozenset({"system", "prices"})
+#: Budgets a caller may lower but never lift above the agent's (nor remove).
+BUDGETS = ("max_tokens", "max_cost_usd", "max_turns", "max_tool_calls_per_turn",
+           "max_output_tokens", "reconcile_rounds")
+
+
+def caller_limits(given: Mapping[str, Any], agent: Mapping[str, Any],
+                  allowed: frozenset[str] = frozenset()) -> list[str]:
+    """Why a caller's run configuration `given` oversteps the agent's configuration `agent`
+    (empty: it does not). A caller may tighten a budget, never lift one."""
+    found = [f"{key} is set by the agent, not by the caller"
+             for key in sorted(AGENT_ONLY & set(given) - allowed)]
+    defaults = RunConfig()
+    for key in BUDGETS:
+        if key not in given or key in allowed:
+            continue
+        limit = agent.get(key, getattr(defaults, key))
+        value = given[key]
+        if limit is not None and (value is None or (isinstance(value, int | float)
+                                                    and value > limit)):
+            found.append(f"{key} may be lowered, not raised above the agent's {limit:g}")
+    return found
 
 
 def turn_estimate(turns: Sequence[Usage]) -> Usage:

@@ -23,11 +23,12 @@ import asyncio
 import json
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
 from reconciler.domain import Attempt, Effect, Intent, Outcome, Verdict
-from reconciler.errors import AttemptConflictError, RunConflictError
+from reconciler.errors import AttemptConflictError, RetryNotGrantedError, RunConflictError
 from reconciler.gate import RetryGate, RetryRequest
 from reconciler.hashing import request_hash
 from reconciler.ledger import Judgement, Ledger
@@ -116,6 +117,10 @@ class ToolGate:
         call = view.calls[call.tool_call_id]
         self.hook("dispatched", view.run_id, call.tool_call_id)
         at = self.now()
+        if tool.effect is not Effect.READ_ONLY:
+            # Before the first byte leaves: a worker that dies mid-call leaves the dispatch
+            # and its time on record, not only in its own journal.
+            self._record_attempt(tool, view, call, number, at, None)
         try:
             output = await cancellable(tool.handler(self._tool_call(view, tool, call)), cancel)
         except Cancelled:
@@ -165,14 +170,21 @@ class ToolGate:
 
     def close_attempt(self, call: CallView) -> None:
         """A dispatch the reconciler never heard the end of (the worker died, or the run was
-        cancelled, mid-call) is recorded as what the caller saw: no answer, a timeout."""
+        cancelled, mid-call) is recorded as what the caller saw: no answer, a timeout. An
+        attempt opened as dispatching is completed so (its dispatch time stays the opening's);
+        one the journal shows but the ledger never heard of is recorded now."""
         assert call.operation_id is not None
         facts = self.ledger.store.facts(call.operation_id)
-        if call.dispatches > len(facts.attempts):
-            intent = facts.intent
-            self.ledger.record_attempt(Attempt(
-                call.operation_id, call.dispatches, intent.idempotency_key, intent.request_hash,
-                self.now(), Outcome.TIMEOUT))
+        recorded = {a.number: a for a in facts.attempts}
+        opened = recorded.get(call.dispatches)
+        if opened is not None and opened.outcome is not Outcome.DISPATCHING:
+            return
+        if opened is None and call.dispatches <= len(facts.attempts):
+            return
+        intent = facts.intent
+        self.ledger.record_attempt(Attempt(
+            call.operation_id, call.dispatches, intent.idempotency_key, intent.request_hash,
+            opened.at if opened else self.now(), Outcome.TIMEOUT))
 
     async def _reconciled(self, operation_id: str, config: RunConfig,
                           cancel: CancelSignal) -> Judgement:
@@ -206,13 +218,22 @@ class ToolGate:
             correlation=dict(tool.correlation(tool_call)) if tool.correlation else {}))
 
     def _record_attempt(self, tool: Tool, view: RunView, call: CallView, number: int,
-                        at: datetime, output: ToolOutput) -> None:
+                        at: datetime, output: ToolOutput | None) -> None:
+        """Open the attempt (`output` None: about to send, through the retry gate, which
+        checks this worker's grant for attempt n>=2) or complete it with `output`."""
         assert call.operation_id is not None
+        attempt = Attempt(call.operation_id, number, self._intent_key(tool, view, call),
+                          tool.request_hash(self._tool_call(view, tool, call)), at,
+                          Outcome.DISPATCHING)
+        if output is not None:
+            attempt = replace(attempt, outcome=output.outcome, status=output.status,
+                              receipt=output.receipt)
         try:
-            self.ledger.record_attempt(Attempt(
-                call.operation_id, number, self._intent_key(tool, view, call),
-                tool.request_hash(self._tool_call(view, tool, call)), at, output.outcome,
-                output.status, output.receipt))
+            self.gate.record_attempt(attempt, self.holder)
+        except RetryNotGrantedError:
+            raise RunConflictError(view.run_id, f"attempt {number} of tool call "
+                                   f"{call.tool_call_id!r} lost its retry grant before it was "
+                                   "sent (nothing was sent); reload the run") from None
         except AttemptConflictError:
             # A worker that cancelled or took over the run closed this attempt as a timeout
             # while it was in flight: the reconciler holds the call in doubt, and the run has

@@ -20,7 +20,7 @@ from reconciler.runs.events import CallView, EventKind, RunEvent, RunView
 from reconciler.runs.messages import usage_to_json
 from reconciler.runs.states import RunState
 from reconciler.runtime.guards import RunConfig
-from reconciler.schemas import Name, Note
+from reconciler.schemas import Name, Note, Storable
 
 #: The caller's wait for an answer, at most: a run goes on past it only by the step under way.
 DEFAULT_DEADLINE_S = 25.0
@@ -56,7 +56,7 @@ RunId = Annotated[str, Field(min_length=1, max_length=RUN_ID_MAX, pattern=RUN_ID
 DeadlineS = Annotated[float, Field(
     gt=0, le=MAX_DEADLINE_S, description="seconds to work on the run before answering; a run "
     "with more to do pauses with a continue_request")]
-Token = Annotated[str, Field(min_length=1, max_length=200)]
+Token = Annotated[str, Field(min_length=1, max_length=200), Storable]
 
 
 class _In(BaseModel):
@@ -64,7 +64,8 @@ class _In(BaseModel):
 
 
 class RunIn(_In):
-    input: str = Field(min_length=1, max_length=60_000, description="the task")
+    input: Annotated[str, Storable] = Field(min_length=1, max_length=60_000,
+                                            description="the task")
     config: RunConfigIn | None = None
     correlation_id: Token | None = None
     run_id: RunId | None = Field(None, description="default: a new unique id")
@@ -76,20 +77,23 @@ class ApproveIn(_In):
 
     resume_token: Token
     decision: Literal["applied", "not_applied", "approve_retry"]
-    actor: Name
+    actor: Name | None = Field(None, description="ignored when a credential is used: the "
+                               "actor recorded is the credential's name")
     note: Note = ""
     deadline_s: DeadlineS = DEFAULT_DEADLINE_S
 
 
 class RejectIn(_In):
     resume_token: Token
-    actor: Name
+    actor: Name | None = Field(None, description="ignored when a credential is used: the "
+                               "actor recorded is the credential's name")
     note: Note = ""
     deadline_s: DeadlineS = DEFAULT_DEADLINE_S
 
 
 class CancelIn(_In):
-    reason: str = Field("cancelled over the runs API", min_length=1, max_length=500)
+    reason: Annotated[str, Storable] = Field("cancelled over the runs API", min_length=1,
+                                             max_length=500)
 
 
 class ResumeIn(_In):

@@ -9,7 +9,9 @@ from fastapi import FastAPI
 from reconciler.ledger import Ledger
 from reconciler.runtime.agent import Agent, load_agent
 from reconciler.service import health, operations, runs, webhooks
+from reconciler.service.admission import Admission
 from reconciler.service.auth import BearerAuth
+from reconciler.service.credentials import Credential, Keyring, Role, digest
 from reconciler.service.intake import BodyIntake
 from reconciler.service.openapi import install_openapi
 from reconciler.service.problems import (
@@ -45,13 +47,27 @@ def create_app(settings: Settings, *, ledger: Ledger | None = None,
     app.state.runs = runs.build_runs(app.state.wiring, agent) if agent else None
     routers = (operations.router, runs.router, webhooks.router, health.router)
     for router in routers:
+        # The webhook routes authenticate by the provider's signature (their own check).
         app.include_router(router)
     install_problem_handlers(app, [route for router in routers for route in router.routes])
     runs.install_run_problems(app)
-    install_openapi(app, bearer=settings.token is not None)
-    # Added innermost first: the safety net wraps everything, auth runs before any body is read.
-    app.add_middleware(BodyIntake, max_body_bytes=settings.max_body_bytes)
-    if settings.token is not None:
-        app.add_middleware(BearerAuth, token=settings.token)
+    keys = keyring(settings)
+    install_openapi(app, bearer=bool(keys))
+    # Added innermost first: the safety net wraps everything; Host and the in-flight cap are
+    # checked before the credential, and the credential before any body is read.
+    app.add_middleware(BodyIntake, max_body_bytes=settings.max_body_bytes,
+                       read_timeout_s=settings.request_read_timeout_s)
+    app.add_middleware(BearerAuth, keyring=keys)
+    app.add_middleware(Admission, hosts=settings.served_hosts(),
+                       max_headers=settings.max_headers,
+                       max_concurrency=settings.max_concurrency)
     app.add_middleware(SafetyNet)
     return app
+
+
+def keyring(settings: Settings) -> Keyring:
+    """Every credential the service accepts: the single token (as one `admin`), the
+    RECONCILER_CREDENTIAL_* ones and the credentials file's."""
+    single = [] if settings.token is None else [
+        Credential("admin", frozenset({Role.ADMIN}), digest(settings.token.get_secret_value()))]
+    return Keyring([*single, *settings.credentials, *settings.file_credentials()])

@@ -2,10 +2,13 @@
 
 An oversized body is refused from its Content-Length before a byte of it is read; a body sent
 without one (chunked) is counted as it streams and cut off at the limit. Either way the answer is
-a 413 problem, and the parser never holds more than the limit in memory.
+a 413 problem, and the parser never holds more than the limit in memory. A body that stops
+arriving for `read_timeout_s` is a 408.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
@@ -26,9 +29,10 @@ def is_json(content_type: str) -> bool:
 
 
 class BodyIntake:
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, read_timeout_s: float = 10.0) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.read_timeout_s = read_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -54,7 +58,12 @@ class BodyIntake:
 
         async def counted() -> Message:
             nonlocal seen
-            message = await receive()
+            try:
+                # A body trickled in a byte at a time would hold a worker for good.
+                async with asyncio.timeout(self.read_timeout_s):
+                    message = await receive()
+            except TimeoutError:
+                raise HTTPException(408, f"no body bytes for {self.read_timeout_s} s") from None
             seen += len(message.get("body", b""))
             if seen > self.max_body_bytes:
                 # FastAPI re-raises HTTPException from body reading; the 413 handler answers.

@@ -23,7 +23,7 @@ from reconciler.domain import (
     Receipt,
     Resolution,
 )
-from reconciler.errors import IntentConflictError
+from reconciler.errors import IntentConflictError, RetryNotGrantedError
 from reconciler.gate import GateResult, RetryRequest
 from reconciler.metrics import ATTEMPTS, INTENTS, RETRY_DECISIONS, VERDICTS
 from reconciler.schemas import (
@@ -41,16 +41,20 @@ from reconciler.schemas import (
     RetryIn,
     RetryOut,
 )
+from reconciler.service.auth import EvidenceGiver, Operator, Reader, Worker
 from reconciler.service.problems import (
     RECONCILE_IN_PROGRESS,
     RETRY_IN_PROGRESS,
     RETRY_MISMATCH,
     VALIDATION,
     ProblemError,
+    ProblemType,
     problem_responses,
 )
 from reconciler.service.views import retry_out, summary_out
 from reconciler.service.wiring import Wired
+
+RETRY_NOT_GRANTED = ProblemType("retry-not-granted", 409, "No retry grant for this attempt")
 
 #: The routes under an operation: an id ending in `/<action>` could not be read back.
 ACTIONS = ("attempts", "evidence", "retry", "reconcile", "resolution", "approval")
@@ -82,7 +86,8 @@ def _match(match: MatchIn | None) -> Match | None:
 @router.post("", status_code=201, response_model=OperationOut,
              responses={200: {"model": OperationOut, "description": "identical repeat"},
                         **problem_responses(409)})
-def record_intent(body: IntentIn, wiring: Wired, response: Response) -> OperationOut:
+def record_intent(body: IntentIn, wiring: Wired, response: Response,
+                  caller: Worker) -> OperationOut:
     """Record an intent before dispatch (the time is the server's)."""
     if body.operation_id.rpartition("/")[2] in ACTIONS and "/" in body.operation_id:
         raise ProblemError(VALIDATION, "an operation id cannot end in /" + "|".join(ACTIONS),
@@ -107,7 +112,7 @@ def record_intent(body: IntentIn, wiring: Wired, response: Response) -> Operatio
 
 @router.get("", response_model=OperationListOut)
 def list_operations(wiring: Wired, query: Annotated[OperationQueryIn, Query()],
-                    request: Request) -> OperationListOut:
+                    request: Request, caller: Reader) -> OperationListOut:
     """Operations in id order, filtered by cached verdict and escalation."""
     params = request.query_params
     repeated = sorted({name for name in params if len(params.getlist(name)) > 1})
@@ -127,7 +132,7 @@ def list_operations(wiring: Wired, query: Annotated[OperationQueryIn, Query()],
 
 @router.get("/{operation_id:readable_id}", response_model=OperationOut,
             responses=problem_responses(404))
-def get_operation(operation_id: OperationId, wiring: Wired) -> OperationOut:
+def get_operation(operation_id: OperationId, wiring: Wired, caller: Reader) -> OperationOut:
     """Intent, attempts, evidence timeline, verdict, findings and next action, decided now."""
     return wiring.operation_out(wiring.ledger.judge(operation_id))
 
@@ -136,12 +141,18 @@ def get_operation(operation_id: OperationId, wiring: Wired) -> OperationOut:
              responses={200: {"model": OperationOut, "description": "identical repeat"},
                         **problem_responses(404, 409)})
 def record_attempt(operation_id: OperationId, body: AttemptIn, wiring: Wired,
-                   response: Response) -> OperationOut:
-    """Record one dispatch and what the caller saw of it."""
+                   response: Response, caller: Worker) -> OperationOut:
+    """Record one dispatch and what the caller saw of it. Two phases: `dispatching` before the
+    first byte leaves (attempt n>=2 presents its retry grant's `holder`), then the same attempt
+    with its outcome. An identical repeat is 200; a different outcome for a closed attempt is
+    409."""
     attempt = Attempt(operation_id, body.attempt, body.idempotency_key, body.request_hash,
-                      wiring.ledger.time_of(body.at), body.outcome, body.status,
+                      wiring.ledger.time_of(body.at, ahead_ok=True), body.outcome, body.status,
                       _match(body.receipt))
-    recorded = wiring.ledger.record_attempt(attempt, stamped=body.at is None)
+    try:
+        recorded = wiring.gate.record_attempt(attempt, body.holder, stamped=body.at is None)
+    except RetryNotGrantedError as exc:
+        raise ProblemError(RETRY_NOT_GRANTED, str(exc), operation_id=operation_id) from None
     if recorded.created:
         ATTEMPTS.labels(outcome=attempt.outcome.value).inc()
     else:
@@ -151,8 +162,10 @@ def record_attempt(operation_id: OperationId, body: AttemptIn, wiring: Wired,
 
 @router.post("/{operation_id:path}/evidence", status_code=201, response_model=OperationOut,
              responses=problem_responses(404))
-def record_evidence(operation_id: OperationId, body: EvidenceIn, wiring: Wired) -> OperationOut:
-    """Record a receipt or an observation made outside the sidecar's own probes."""
+def record_evidence(operation_id: OperationId, body: EvidenceIn, wiring: Wired,
+                    caller: EvidenceGiver) -> OperationOut:
+    """Record a receipt or an observation made outside the sidecar's own probes (provider
+    evidence: the `evidence` role)."""
     at = wiring.ledger.time_of(body.at)
     evidence = (Observation(operation_id, at, body.probe, body.authority,
                             tuple(Match(m.provider_ref, m.request_hash) for m in body.matches),
@@ -164,7 +177,8 @@ def record_evidence(operation_id: OperationId, body: EvidenceIn, wiring: Wired) 
 
 @router.post("/{operation_id:path}/retry", response_model=RetryOut,
              responses=problem_responses(404, 409, 422))
-def ask_retry(operation_id: OperationId, body: RetryIn, wiring: Wired) -> RetryOut:
+def ask_retry(operation_id: OperationId, body: RetryIn, wiring: Wired,
+              caller: Worker) -> RetryOut:
     """Ask before a retry. 200 with `allowed` true (you hold the lease) or false; 409 while
     another caller holds the lease; 422 when the key or hash is not the intent's."""
     holder = body.holder or f"holder-{uuid.uuid4().hex}"
@@ -183,7 +197,7 @@ def ask_retry(operation_id: OperationId, body: RetryIn, wiring: Wired) -> RetryO
 
 @router.post("/{operation_id:path}/reconcile", response_model=OperationOut,
              responses=problem_responses(404, 409))
-def reconcile(operation_id: OperationId, wiring: Wired) -> OperationOut:
+def reconcile(operation_id: OperationId, wiring: Wired, caller: Worker) -> OperationOut:
     """Run the operation's probes now (each bounded by the probe timeout) and decide again."""
     judgement = wiring.sweeper.reconcile(operation_id)
     if judgement is None:
@@ -195,15 +209,21 @@ def reconcile(operation_id: OperationId, wiring: Wired) -> OperationOut:
 
 @router.post("/{operation_id:path}/resolution", status_code=201, response_model=OperationOut,
              responses=problem_responses(404))
-def record_resolution(operation_id: OperationId, body: ResolutionIn, wiring: Wired) -> OperationOut:
-    """A human's decision; it stands until newer evidence arrives."""
+def record_resolution(operation_id: OperationId, body: ResolutionIn, wiring: Wired,
+                      caller: Operator) -> OperationOut:
+    """A human's decision; it stands until newer evidence arrives. The actor recorded is the
+    credential's name (`actor` in the body is ignored when a credential is used)."""
     return wiring.operation_out(wiring.ledger.record_evidence(Resolution(
-        operation_id, wiring.ledger.clock(), body.verdict, body.actor, body.note)))
+        operation_id, wiring.ledger.clock(), body.verdict, caller.actor(body.actor),
+        body.note)))
 
 
 @router.post("/{operation_id:path}/approval", status_code=201, response_model=OperationOut,
              responses=problem_responses(404))
-def record_approval(operation_id: OperationId, body: ApprovalIn, wiring: Wired) -> OperationOut:
-    """A human approves the next retry of an action that cannot be compensated."""
+def record_approval(operation_id: OperationId, body: ApprovalIn, wiring: Wired,
+                    caller: Operator) -> OperationOut:
+    """A human approves the next retry of an action that cannot be compensated. The actor
+    recorded is the credential's name (`actor` in the body is ignored when a credential is
+    used)."""
     return wiring.operation_out(wiring.ledger.record_evidence(Approval(
-        operation_id, wiring.ledger.clock(), body.actor, body.note)))
+        operation_id, wiring.ledger.clock(), caller.actor(body.actor), body.note)))

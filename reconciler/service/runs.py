@@ -35,6 +35,7 @@ from reconciler.errors import (
 from reconciler.runs.events import RunView
 from reconciler.runs.states import RunState
 from reconciler.runtime.agent import Agent
+from reconciler.runtime.guards import caller_limits
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.wire import (
     MAX_DEADLINE_S,
@@ -51,7 +52,9 @@ from reconciler.runtime.wire import (
     run_events_out,
     run_out,
 )
+from reconciler.service.auth import Operator, Reader, Worker
 from reconciler.service.problems import (
+    VALIDATION,
     ProblemError,
     ProblemType,
     problem_response,
@@ -91,6 +94,17 @@ class Runs:
 
     runtime: AgentRuntime
     defaults: dict[str, Any]
+    #: Keys the agent lets a caller set beyond the bounds (Agent.caller_may_set).
+    caller_may_set: frozenset[str] = frozenset()
+
+    def check(self, config: dict[str, Any] | None) -> dict[str, Any]:
+        """The caller's configuration, if it stays within the agent's bounds; else 422."""
+        refused = caller_limits(config or {}, self.defaults, self.caller_may_set)
+        if refused:
+            raise ProblemError(VALIDATION, "; ".join(refused), extensions={"errors": [
+                {"loc": ["body", "config"], "msg": msg, "type": "over_limit"}
+                for msg in refused]})
+        return config or {}
 
 
 def build_runs(wiring: Wiring, agent: Agent) -> Runs:
@@ -98,7 +112,7 @@ def build_runs(wiring: Wiring, agent: Agent) -> Runs:
     unknown is reconciled with the operations' probes and evidence."""
     runtime = AgentRuntime(journal_of(wiring.store), wiring.ledger, wiring.gate, agent.model,
                            agent.tools, wiring.sweeper.reconcile, lease_s=LEASE_S)
-    return Runs(runtime, dict(agent.config))
+    return Runs(runtime, dict(agent.config), agent.caller_may_set)
 
 
 def install_run_problems(app: FastAPI) -> None:
@@ -142,17 +156,18 @@ async def _advanced(runs: Runs, run_id: str, deadline_s: float) -> RunOut:
 
 
 @router.post("", status_code=201, response_model=RunOut, responses=problem_responses(404, 409))
-async def create_run(body: RunIn, runs: RunsDep) -> RunOut:
+async def create_run(body: RunIn, caller: Worker, runs: RunsDep) -> RunOut:
     """Create a run (the agent's configuration, overridden by `config`) and work on it until it
     completes, stops, waits for a human or reaches `deadline_s`. 409 if `run_id` is taken."""
     view = runs.runtime.create(body.input, run_id=body.run_id,
-                               config={**runs.defaults, **(body.config or {})},
+                               config={**runs.defaults, **runs.check(body.config)},
                                correlation_id=body.correlation_id)
     return await _advanced(runs, view.run_id, body.deadline_s)
 
 
 @router.get("/{run_id}", response_model=RunEventsOut, responses=problem_responses(404, 409))
-def get_run(run_id: RunIdPath, runs: RunsDep, after: Annotated[int, Query(ge=0)] = 0,
+def get_run(run_id: RunIdPath, caller: Reader, runs: RunsDep,
+            after: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
             limit: Annotated[int, Query(ge=1, le=1000)] = 500) -> RunEventsOut:
     """The run and its events after sequence number `after` (a pending approval past its
     timeout is timed out first)."""
@@ -162,19 +177,20 @@ def get_run(run_id: RunIdPath, runs: RunsDep, after: Annotated[int, Query(ge=0)]
 
 
 @router.post("/{run_id}/approve", response_model=RunOut, responses=problem_responses(404, 409))
-async def approve(run_id: RunIdPath, body: ApproveIn, runs: RunsDep) -> RunOut:
+async def approve(run_id: RunIdPath, body: ApproveIn, caller: Operator,
+                  runs: RunsDep) -> RunOut:
     """Decide the call the run waits for, then go on. applied: the provider did it (its result
     comes from the evidence). not_applied: it did not; re-sending is approved (the retry gate
     still decides). approve_retry: approve a re-send without saying what happened."""
-    return await _decide(runs, run_id, body.resume_token, body.decision, body.actor,
-                         body.note, body.deadline_s)
+    return await _decide(runs, run_id, body.resume_token, body.decision,
+                         caller.actor(body.actor), body.note, body.deadline_s)
 
 
 @router.post("/{run_id}/reject", response_model=RunOut, responses=problem_responses(404, 409))
-async def reject(run_id: RunIdPath, body: RejectIn, runs: RunsDep) -> RunOut:
+async def reject(run_id: RunIdPath, body: RejectIn, caller: Operator, runs: RunsDep) -> RunOut:
     """Refuse the call the run waits for: it is not run, the model is told so and goes on."""
-    return await _decide(runs, run_id, body.resume_token, "reject", body.actor, body.note,
-                         body.deadline_s)
+    return await _decide(runs, run_id, body.resume_token, "reject", caller.actor(body.actor),
+                         body.note, body.deadline_s)
 
 
 async def _decide(runs: Runs, run_id: str, resume_token: str, decision: str, actor: str,
@@ -189,7 +205,7 @@ async def _decide(runs: Runs, run_id: str, resume_token: str, decision: str, act
 
 
 @router.post("/{run_id}/cancel", response_model=RunOut, responses=problem_responses(404, 409))
-async def cancel(run_id: RunIdPath, body: CancelIn, runs: RunsDep) -> RunOut:
+async def cancel(run_id: RunIdPath, body: CancelIn, caller: Operator, runs: RunsDep) -> RunOut:
     """Cancel the run: a model or tool call in flight in this process is stopped, pending calls
     get a result saying so. Cancelling a cancelled run changes nothing; a completed one is 409."""
     view = runs.runtime.get(run_id)
@@ -205,10 +221,11 @@ async def cancel(run_id: RunIdPath, body: CancelIn, runs: RunsDep) -> RunOut:
 
 
 @router.post("/{run_id}/resume", response_model=RunOut, responses=problem_responses(404, 409))
-async def resume(run_id: RunIdPath, body: ResumeIn, runs: RunsDep) -> RunOut:
+async def resume(run_id: RunIdPath, body: ResumeIn, caller: Operator, runs: RunsDep) -> RunOut:
     """Re-queue a failed, cancelled or timed-out run (with configuration changes, e.g. a larger
     budget) and work on it. A live run nobody works on (its worker died) is picked up where its
     events say it is; 409 while another worker's lease on it runs."""
+    runs.check(body.config)
     view = runs.runtime.get(run_id)
     deadline = _deadline(body.deadline_s)
     if view.state in _ORPHANABLE and body.config is None:
@@ -219,7 +236,8 @@ async def resume(run_id: RunIdPath, body: ResumeIn, runs: RunsDep) -> RunOut:
 
 
 @router.post("/{run_id}/continue", response_model=RunOut, responses=problem_responses(404, 409))
-async def continue_run(run_id: RunIdPath, body: ContinueIn, runs: RunsDep) -> RunOut:
+async def continue_run(run_id: RunIdPath, body: ContinueIn, caller: Worker,
+                       runs: RunsDep) -> RunOut:
     """Answer the run's task_continue_request with its id: the run goes on. An id that is not
     the pending one, or was answered already, is 409."""
     advance = await runs.runtime.continue_(run_id, body.continue_request_id,

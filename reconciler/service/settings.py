@@ -7,7 +7,12 @@
 
 Every setting `name` can be set with `RECONCILER_<NAME>` (`RECONCILER_DB`, `RECONCILER_PORT`,
 ...). The bearer token comes only from `RECONCILER_TOKEN` or the variable `token_env` names:
-never from a flag (it would show in `ps` and in shell history) and never from the file.
+never from a flag (it would show in `ps` and in shell history) and never from the file. Named
+credentials come from `RECONCILER_CREDENTIAL_<NAME>` variables and from the hashes in
+`credentials_file` (see service.credentials).
+
+Serving beyond loopback needs a credential, and a credential is not sent over plain HTTP
+there: give `tls_cert` and `tls_key`, or say `behind_tls_proxy` when a proxy terminates TLS.
 """
 
 from __future__ import annotations
@@ -26,6 +31,13 @@ from sqlalchemy.exc import ArgumentError
 from probes.config import ProviderSetup, parse_config
 from reconciler.errors import ReconcilerError
 from reconciler.schedule import DEFAULT_POLICY
+from reconciler.service.credentials import (
+    Credential,
+    CredentialError,
+    check_token,
+    read_file,
+)
+from reconciler.service.credentials import from_env as credentials_from_env
 from reconciler.store.schema import DEFAULT_URL
 
 ENV_PREFIX = "RECONCILER_"
@@ -55,6 +67,23 @@ class Settings(BaseModel):
     config: Path | None = Field(None, description="TOML file with [service] and [providers.*]")
     agent: str | None = Field(None, min_length=1, description="package.module:attribute of the "
                               "agent /v1/runs runs (see runtime.agent.load_agent)")
+    credentials_file: Path | None = Field(None, description="JSON file of credential hashes "
+                                          "(reconciler credential add)")
+    #: From RECONCILER_CREDENTIAL_<NAME> variables (hashes only; never a flag or the file).
+    credentials: tuple[Credential, ...] = ()
+    allowed_hosts: tuple[str, ...] = Field((), description="Host header names served (DNS "
+                                           "rebinding); default: loopback names and `host`")
+    tls_cert: Path | None = Field(None, description="PEM certificate chain: serve HTTPS")
+    tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
+    behind_tls_proxy: bool = Field(False, description="a proxy in front terminates TLS: "
+                                   "credentials may cross plain HTTP to this address")
+    max_concurrency: int = Field(256, ge=1, le=100_000, description="requests in flight; "
+                                 "more get 503 with Retry-After")
+    max_header_bytes: int = Field(16 * 1024, ge=1024, le=1024 * 1024,
+                                  description="request line and headers, in all")
+    max_headers: int = Field(100, ge=8, le=1000, description="header fields per request")
+    request_read_timeout_s: float = Field(10.0, gt=0, le=600, description="to receive a "
+                                          "request's headers, and between its body's chunks")
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
@@ -62,18 +91,52 @@ class Settings(BaseModel):
             make_url(self.db)
         except ArgumentError as exc:
             raise ValueError(f"db is not a database URL: {exc}") from None
-        if self.token is not None and not self.token.get_secret_value().strip():
-            raise ValueError(f"the token is empty; set {TOKEN_ENV} to a long random string")
-        if self.token is None and not is_loopback(self.host):
+        if self.token is not None:
+            try:
+                check_token(self.token.get_secret_value(), TOKEN_ENV)
+            except CredentialError as exc:
+                raise ValueError(str(exc)) from None
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("give tls_cert and tls_key together")
+        if is_loopback(self.host):
+            return self
+        if not self.has_credentials():
             raise ValueError(
-                f"refusing to serve on {self.host} without a bearer token: anyone who can "
-                f"reach it could grant retries; set {TOKEN_ENV} (or token_env in [service]) "
-                "or serve on 127.0.0.1")
+                f"refusing to serve on {self.host} without a credential: anyone who can "
+                f"reach it could grant retries; set {TOKEN_ENV} (or token_env in [service]), "
+                "a RECONCILER_CREDENTIAL_<NAME>, or credentials_file, or serve on 127.0.0.1")
+        if self.tls_cert is None and not self.behind_tls_proxy:
+            raise ValueError(
+                f"refusing to take bearer tokens over plain HTTP on {self.host}: give "
+                "tls_cert and tls_key (--tls-cert, --tls-key), or behind_tls_proxy "
+                "(--behind-tls-proxy) when a proxy in front terminates TLS")
         return self
 
+    def has_credentials(self) -> bool:
+        return self.token is not None or bool(self.credentials) or (
+            self.credentials_file is not None and bool(self.file_credentials()))
 
-#: The settings a flag or a variable may set (the token has its own rules).
-PLAIN_FIELDS = tuple(name for name in Settings.model_fields if name != "token")
+    def file_credentials(self) -> list[Credential]:
+        """The credentials of `credentials_file` (read anew: `credential add` may have run)."""
+        if self.credentials_file is None:
+            return []
+        try:
+            return read_file(self.credentials_file)
+        except CredentialError as exc:
+            raise ValueError(str(exc)) from None
+
+    def served_hosts(self) -> frozenset[str]:
+        """The Host names a request may carry; empty: any (a wildcard bind, none configured)."""
+        if self.allowed_hosts:
+            return frozenset(h.lower() for h in self.allowed_hosts)
+        if self.host in ("0.0.0.0", "::", ""):
+            return frozenset()
+        return frozenset({"localhost", "127.0.0.1", "::1", self.host.lower()})
+
+
+#: The settings a flag or a variable may set (the token and credentials have their own rules).
+PLAIN_FIELDS = tuple(name for name in Settings.model_fields
+                     if name not in ("token", "credentials"))
 
 
 def is_loopback(host: str) -> bool:
@@ -102,10 +165,17 @@ def load_settings(flags: Mapping[str, object] | None = None,
     config = flags.get("config", from_env.get("config"))
     from_file = _service_table(Path(str(config)), env) if config is not None else {}
     values: dict[str, Any] = {**from_file, **from_env, **flags}
-    if env.get(TOKEN_ENV):
+    if TOKEN_ENV in env:
+        # Set but empty is refused, not read as "no token": it would silently open the service.
         values["token"] = env[TOKEN_ENV]
+    if isinstance(values.get("allowed_hosts"), str):
+        values["allowed_hosts"] = [h.strip() for h in values["allowed_hosts"].split(",")
+                                   if h.strip()]
     try:
+        values["credentials"] = credentials_from_env(env)
         return Settings.model_validate(values)
+    except CredentialError as exc:
+        raise SettingsError(str(exc)) from None
     except ValidationError as exc:
         raise SettingsError(_describe(exc)) from None
 
@@ -155,8 +225,10 @@ def _describe(exc: ValidationError) -> str:
 
 def render_settings(settings: Settings) -> str:
     """The effective settings for printing at start, secrets masked."""
-    shown: dict[str, object] = settings.model_dump(exclude={"token", "db"})
+    shown: dict[str, object] = settings.model_dump(exclude={"token", "db", "credentials"})
     shown["db"] = make_url(settings.db).render_as_string(hide_password=True)
-    shown["token"] = "***set***" if settings.token is not None else "(none: loopback only)"
+    shown["token"] = "***set***" if settings.token is not None else "(none)"
+    shown["credentials"] = ", ".join(
+        f"{c.name} ({'+'.join(sorted(c.roles))})" for c in settings.credentials) or "(none)"
     width = max(map(len, shown))
     return "\n".join(f"{name.ljust(width)} = {shown[name]}" for name in Settings.model_fields)

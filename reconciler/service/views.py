@@ -37,7 +37,8 @@ def attempt_out(attempt: Attempt) -> AttemptOut:
     return AttemptOut(attempt=attempt.number, idempotency_key=attempt.idempotency_key,
                       request_hash=attempt.request_hash, at=attempt.at, outcome=attempt.outcome,
                       status=attempt.status,
-                      receipt=_match(attempt.receipt) if attempt.receipt else None)
+                      receipt=_match(attempt.receipt) if attempt.receipt else None,
+                      recorded_at=attempt.recorded_at)
 
 
 def evidence_out(evidence: Evidence) -> EvidenceOut:
@@ -45,12 +46,13 @@ def evidence_out(evidence: Evidence) -> EvidenceOut:
         case Receipt():
             return EvidenceOut(kind="receipt", at=evidence.at, source=evidence.source,
                                provider_ref=evidence.provider_ref,
-                               request_hash=evidence.request_hash)
+                               request_hash=evidence.request_hash,
+                               recorded_at=evidence.recorded_at)
         case Observation():
             return EvidenceOut(kind="observation", at=evidence.at, source=evidence.probe,
                                authority=evidence.authority,
                                matches=[_match(m) for m in evidence.matches],
-                               error=evidence.error)
+                               error=evidence.error, recorded_at=evidence.recorded_at)
         case Resolution():
             return EvidenceOut(kind="resolution", at=evidence.at, authority=Authority.HUMAN,
                                verdict=evidence.verdict, actor=evidence.actor, note=evidence.note)
@@ -87,7 +89,7 @@ def operation_out(judgement: Judgement, escalated: bool) -> OperationOut:
 def retry_out(answer: GateAnswer, holder: str) -> RetryOut:
     return RetryOut(allowed=answer.allowed, verdict=answer.verdict, reason=answer.reason,
                     lease_expires_at=answer.lease_expires_at, holder=holder,
-                    findings=list(answer.findings))
+                    findings=list(answer.findings), attempt=answer.attempt)
 
 
 def summary_out(summary: OperationSummary) -> OperationSummaryOut:

@@ -101,14 +101,23 @@ class SqlLeases:
             return s.exec(query).one()
 
     def acquire_retry(self, operation_id: str, holder: str, now: datetime,
-                      ttl_s: float) -> datetime | None:
-        """Grant the retry lease to `holder`; its expiry, or None when another caller holds it.
-        Asking again as the same holder renews the same lease."""
+                      ttl_s: float, attempt: int | None = None) -> datetime | None:
+        """Grant the retry lease to `holder`, for attempt number `attempt`; its expiry, or None
+        when another caller holds it. Asking again as the same holder renews the same lease."""
         expires = now + timedelta(seconds=ttl_s)
         won = self._conditional_set(
             operation_id, now, StateRow.retry_lease_expires_at, StateRow.retry_holder, holder,
-            retry_holder=holder, retry_lease_expires_at=expires)
+            retry_holder=holder, retry_lease_expires_at=expires, retry_attempt=attempt)
         return expires if won else None
+
+    def retry_grant(self, operation_id: str, now: datetime) -> tuple[str, int | None] | None:
+        """The holder of the operation's unexpired retry lease and the attempt it allows."""
+        query = select(StateRow.retry_holder, StateRow.retry_attempt).where(
+            col(StateRow.operation_id) == operation_id, col(StateRow.retry_holder).is_not(None),
+            col(StateRow.retry_lease_expires_at) >= now)
+        with self.store.session() as s:
+            row = s.exec(query).first()
+        return None if row is None or row[0] is None else (row[0], row[1])
 
     def _conditional_set(self, operation_id: str, now: datetime, expires: Any,
                          holder_column: Any, holder: str, **values: object) -> bool:

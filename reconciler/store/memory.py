@@ -23,6 +23,7 @@ from reconciler.domain import (
     Observation,
     ProviderContract,
     Verdict,
+    completes,
 )
 from reconciler.errors import AttemptConflictError, IntentConflictError, UnknownOperationError
 from reconciler.ports import (
@@ -51,6 +52,7 @@ class _State:
     lease_expires_at: datetime | None = None
     retry_holder: str | None = None
     retry_lease_expires_at: datetime | None = None
+    retry_attempt: int | None = None
 
 
 @dataclass(slots=True)
@@ -98,19 +100,18 @@ class MemoryStore:
             f"{recorded.request_hash} and key {recorded.idempotency_key!r}; a different "
             "operation needs a new operation id", operation_id=intent.operation_id)
 
-    def record_attempt(self, attempt: Attempt) -> bool:
+    def record_attempt(self, attempt: Attempt, *, due_at: datetime | None = None) -> bool:
         with self._lock:
             op = self._require(attempt.operation_id)
             existing = op.attempts.get(attempt.number)
-            if existing is None:
-                op.attempts[attempt.number] = attempt
-                state = op.state
-                if (state.due_at is None and not state.escalated
-                        and state.verdict == Verdict.INDETERMINATE.value):
-                    state.due_at = attempt.at
+            if existing is not None and existing.same_facts(attempt):
+                return False
+            if existing is None or completes(existing, attempt):
+                op.attempts[attempt.number] = attempt if existing is None else replace(
+                    existing, outcome=attempt.outcome, status=attempt.status,
+                    receipt=attempt.receipt)
+                _due_from(op.state, due_at or attempt.at)
                 return True
-        if existing == attempt:
-            return False
         raise AttemptConflictError(
             f"attempt {attempt.number} of {attempt.operation_id!r} is already recorded with "
             "other facts; record the next attempt with the next number",
@@ -221,7 +222,7 @@ class MemoryStore:
             return min(due, default=None)
 
     def acquire_retry(self, operation_id: str, holder: str, now: datetime,
-                      ttl_s: float) -> datetime | None:
+                      ttl_s: float, attempt: int | None = None) -> datetime | None:
         with self._lock:
             op = self._operations.get(operation_id)
             if op is None or not (_free(op.state.retry_lease_expires_at, now)
@@ -229,7 +230,16 @@ class MemoryStore:
                 return None
             expires = now + timedelta(seconds=ttl_s)
             op.state.retry_holder, op.state.retry_lease_expires_at = holder, expires
+            op.state.retry_attempt = attempt
             return expires
+
+    def retry_grant(self, operation_id: str, now: datetime) -> tuple[str, int | None] | None:
+        with self._lock:
+            op = self._operations.get(operation_id)
+            if op is None or op.state.retry_holder is None or _free(
+                    op.state.retry_lease_expires_at, now):
+                return None
+            return op.state.retry_holder, op.state.retry_attempt
 
     # -- inside the lock ---------------------------------------------------------------------
 
@@ -267,6 +277,13 @@ class MemoryStore:
             op.state.lease_holder = holder
             op.state.lease_expires_at = now + timedelta(seconds=lease_s)
         return [op.intent for op in claimed]
+
+
+def _due_from(state: _State, at: datetime) -> None:
+    """A dispatch makes an undecided, unescalated operation due from `at`, unless due earlier."""
+    if (not state.escalated and state.verdict == Verdict.INDETERMINATE.value
+            and (state.due_at is None or state.due_at > at)):
+        state.due_at = at
 
 
 def _due(state: _State, now: datetime) -> bool:

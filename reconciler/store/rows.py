@@ -55,7 +55,8 @@ def attempt_values(attempt: Attempt) -> dict[str, Any]:
         "idempotency_key": attempt.idempotency_key, "request_hash": attempt.request_hash,
         "at": attempt.at, "outcome": attempt.outcome.value, "status": attempt.status,
         "receipt_ref": attempt.receipt.provider_ref if attempt.receipt else None,
-        "receipt_hash": attempt.receipt.request_hash if attempt.receipt else None}
+        "receipt_hash": attempt.receipt.request_hash if attempt.receipt else None,
+        "recorded_at": attempt.recorded_at}
 
 
 def attempt_of(row: AttemptRow) -> Attempt:
@@ -63,7 +64,8 @@ def attempt_of(row: AttemptRow) -> Attempt:
         operation_id=row.operation_id, number=row.number, idempotency_key=row.idempotency_key,
         request_hash=row.request_hash, at=row.at, outcome=Outcome(row.outcome),
         status=row.status,
-        receipt=Match(row.receipt_ref, row.receipt_hash) if row.receipt_ref is not None else None)
+        receipt=Match(row.receipt_ref, row.receipt_hash) if row.receipt_ref is not None else None,
+        recorded_at=row.recorded_at)
 
 
 #: Every evidence column a kind may leave empty: each row names them all, so that every kind
@@ -73,8 +75,9 @@ _UNUSED = dict.fromkeys(("source", "authority", "provider_ref", "request_hash", 
 
 
 def evidence_values(evidence: Evidence) -> dict[str, Any]:
+    recorded_at = evidence.recorded_at if isinstance(evidence, Receipt | Observation) else None
     return {**_UNUSED, "operation_id": evidence.operation_id, "at": evidence.at,
-            **_evidence_columns(evidence)}
+            "recorded_at": recorded_at, **_evidence_columns(evidence)}
 
 
 def _evidence_columns(evidence: Evidence) -> dict[str, Any]:
@@ -108,12 +111,13 @@ def evidence_of(row: EvidenceRow) -> Evidence:
     op, at = row.operation_id, row.at
     match row.kind:
         case "receipt":
-            return Receipt(op, at, row.provider_ref or "", row.request_hash, row.source or "")
+            return Receipt(op, at, row.provider_ref or "", row.request_hash, row.source or "",
+                           row.recorded_at)
         case "observation":
             matches = tuple(Match(m["provider_ref"], m.get("request_hash"))
                             for m in json.loads(row.matches or "[]"))
             return Observation(op, at, row.source or "", Authority(row.authority or ""), matches,
-                               row.error)
+                               row.error, row.recorded_at)
         case "resolution":
             return Resolution(op, at, Verdict(row.verdict or ""), row.actor or "", row.note or "")
         case "approval":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -41,6 +42,7 @@ def make_engine(url: str) -> Engine:
     )
     [filename], options = engine.dialect.create_connect_args(engine.url)
     if not in_memory and not options.get("uri"):
+        _private_file(filename)
         _commit_only_to(engine, filename)
 
     @event.listens_for(engine, "connect")
@@ -64,6 +66,13 @@ def make_engine(url: str) -> Engine:
             raise OperationalError("BEGIN IMMEDIATE", None, exc) from exc
 
     return engine
+
+
+def _private_file(path: str) -> None:
+    """Create a new store file readable by its owner only (0600, whatever the umask). SQLite
+    gives its -wal and -shm files the database file's permissions."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _file_id(path: str) -> tuple[int, int] | None:

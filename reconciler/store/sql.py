@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, Insert, Table, bindparam, delete, insert, update
+from sqlalchemy import Engine, Insert, Table, bindparam, delete, insert, or_, update
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
@@ -19,8 +19,10 @@ from reconciler.domain import (
     Facts,
     Intent,
     IntentConflict,
+    Outcome,
     ProviderContract,
     Verdict,
+    completes,
 )
 from reconciler.errors import (
     AttemptConflictError,
@@ -54,9 +56,10 @@ INSERT_ATTEMPT = _insert(AttemptRow)
 INSERT_EVIDENCE = _insert(EvidenceRow)
 INSERT_DELIVERY = _insert(WebhookDeliveryRow)
 _STATE: Table = StateRow.__table__  # type: ignore[attr-defined]
-#: A first dispatch makes an undecided operation due (`Store.record_attempt`).
+#: A dispatch makes an undecided operation due (`Store.record_attempt`), unless due earlier.
 DUE_ON_DISPATCH = (update(_STATE)
-                   .where(_STATE.c.operation_id == bindparam("op"), _STATE.c.due_at.is_(None),
+                   .where(_STATE.c.operation_id == bindparam("op"),
+                          or_(_STATE.c.due_at.is_(None), _STATE.c.due_at > bindparam("at")),
                           _STATE.c.verdict == Verdict.INDETERMINATE.value,
                           _STATE.c.escalated.is_(False))
                    .values(due_at=bindparam("at")))
@@ -126,10 +129,10 @@ class SqlStore:
             f"{existing.request_hash} and key {existing.idempotency_key!r}; a different "
             "operation needs a new operation id", operation_id=intent.operation_id)
 
-    def record_attempt(self, attempt: Attempt) -> bool:
+    def record_attempt(self, attempt: Attempt, *, due_at: datetime | None = None) -> bool:
+        due = {"op": attempt.operation_id, "at": due_at or attempt.at}
         try:
-            self._commit([(INSERT_ATTEMPT, rows.attempt_values(attempt)),
-                          (DUE_ON_DISPATCH, {"op": attempt.operation_id, "at": attempt.at})])
+            self._commit([(INSERT_ATTEMPT, rows.attempt_values(attempt)), (DUE_ON_DISPATCH, due)])
             return True
         except IntegrityError as exc:
             # No such operation, or the number is taken (a repeat, a conflict, a race lost to
@@ -140,10 +143,23 @@ class SqlStore:
             existing = s.exec(select(AttemptRow).where(
                 AttemptRow.operation_id == attempt.operation_id,
                 AttemptRow.number == attempt.number)).first()
-        if existing is None:
-            raise refused
-        if rows.attempt_of(existing) == attempt:
-            return False
+            if existing is None:
+                raise refused
+            recorded = rows.attempt_of(existing)
+            if recorded.same_facts(attempt):
+                return False
+            if completes(recorded, attempt):
+                # Only while still open: of two different completions racing, one wins and
+                # the other finds the attempt closed (a conflict, below).
+                done = s.exec(update(AttemptRow).where(
+                    col(AttemptRow.id) == existing.id,
+                    col(AttemptRow.outcome) == Outcome.DISPATCHING.value).values(
+                    outcome=attempt.outcome.value, status=attempt.status,
+                    receipt_ref=attempt.receipt.provider_ref if attempt.receipt else None,
+                    receipt_hash=attempt.receipt.request_hash if attempt.receipt else None))
+                if int(done.rowcount) == 1:
+                    s.execute(DUE_ON_DISPATCH, due)
+                    return True
         raise AttemptConflictError(
             f"attempt {attempt.number} of {attempt.operation_id!r} is already recorded with "
             "other facts; record the next attempt with the next number",

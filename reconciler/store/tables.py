@@ -67,6 +67,8 @@ class AttemptRow(SQLModel, table=True):
     status: int | None = None
     receipt_ref: str | None = Field(default=None, max_length=255)
     receipt_hash: str | None = Field(default=None, max_length=80)
+    #: The sidecar's clock when it recorded the attempt; `at` is the time the client claims.
+    recorded_at: datetime | None = _at(nullable=True)
 
 
 class EvidenceRow(SQLModel, table=True):
@@ -92,6 +94,7 @@ class EvidenceRow(SQLModel, table=True):
     verdict: str | None = Field(default=None, max_length=30)
     actor: str | None = Field(default=None, max_length=200)
     note: str | None = Field(default=None, max_length=2000)
+    recorded_at: datetime | None = _at(nullable=True)
 
 
 class ProviderRow(SQLModel, table=True):
@@ -127,6 +130,8 @@ class StateRow(SQLModel, table=True):
     lease_expires_at: datetime | None = _at(nullable=True)
     retry_holder: str | None = Field(default=None, max_length=200)
     retry_lease_expires_at: datetime | None = _at(nullable=True)
+    #: The attempt number the retry grant allows: the holder records it, nobody else.
+    retry_attempt: int | None = None
     updated_at: datetime = _at(nullable=False)
 
 
