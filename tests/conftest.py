@@ -10,12 +10,16 @@ import httpx
 import pytest
 
 from reconciler.runtime import continuation
-from reconciler.sandbox import ManualClock, RunningSandbox, running_sandbox
+from reconciler.sandbox import ManualClock, RunningSandbox
 from reconciler.store.sealing import KEY_ENV, new_key
 
 from databases import pg_unreachable
 from runtime_harness import Monotonic, World, open_world
 from service_harness import database
+
+# The testing kit's fixtures: `clock` (a fresh ManualClock), `sandbox` (one sandbox server per
+# module) and `sandbox_clock` (that sandbox reset, on a fresh ManualClock).
+pytest_plugins = ["reconciler.testing.pytest_plugin"]
 
 # Helpers that assert get their asserts rewritten like a test module's, so that a failure inside
 # them shows the values compared. This must run before they are first imported.
@@ -69,22 +73,9 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-# The sandbox provider over real HTTP on loopback (test_sandbox_*.py): one server per test
-# module; each test that asks for `client` starts from a reset state on a manual clock.
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[RunningSandbox]:
-    with running_sandbox() as running:
-        yield running
-
-
-@pytest.fixture
-def clock(sandbox: RunningSandbox) -> ManualClock:
-    sandbox.state.reset()
-    manual = ManualClock()
-    sandbox.state.clock = manual
-    return manual
+# The sandbox provider over real HTTP on loopback (test_sandbox_*.py): the kit's `sandbox`, one
+# server per test module; each test that asks for `client` starts from a reset state on a
+# manual clock (`sandbox_clock`).
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +86,7 @@ def http(sandbox: RunningSandbox) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture
-def client(http: httpx.Client, clock: ManualClock) -> httpx.Client:
+def client(http: httpx.Client, sandbox_clock: ManualClock) -> httpx.Client:
     return http
 
 

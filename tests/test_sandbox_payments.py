@@ -98,7 +98,7 @@ def test_charge_without_amount_or_currency_answers_400_invalid_request_error(
 
 
 def test_key_lookup_returns_the_receipt_bound_to_the_first_request(
-    client: httpx.Client, clock: ManualClock
+    client: httpx.Client, sandbox_clock: ManualClock
 ) -> None:
     charge = write(client, PAY, key="k-1").json()
 
@@ -109,7 +109,7 @@ def test_key_lookup_returns_the_receipt_bound_to_the_first_request(
         "key": "k-1",
         "charge_id": charge["id"],
         "request_hash": request_hash(PAY.body("op-1")),
-        "created": int(clock.now()),
+        "created": int(sandbox_clock.now()),
     }
 
 
