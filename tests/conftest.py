@@ -30,8 +30,9 @@ from sidecar_client import Sidecar, running_sidecar  # noqa: E402
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--fault-scale", type=int, default=1, metavar="N",
-                     help="run the fault harness (tests/test_faults_*.py) N times larger: "
-                     "more writes, kills, fault rounds and fuzz examples")
+                     help="run the fault harness (tests/test_faults_*.py) and the replica "
+                     "tests N times larger: more writes, kills, fault rounds, fuzz examples "
+                     "and concurrent retry rounds")
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -46,6 +46,8 @@ from reconciler.testing import ManualClock
 from builders import H0, K0
 from fault_harness import PATIENCE_S, scaled
 
+pytestmark = pytest.mark.slow
+
 ZERO = b'{"data": []}'
 #: The probe's bounds: each try, all tries, and the sweeper's cut-off above both.
 TIMEOUT_S, DEADLINE_S, SWEEP_TIMEOUT_S = 0.3, 0.6, 5.0

@@ -46,6 +46,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
+@pytest.mark.slow
 @schema.parametrize()
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_conforms_to_its_openapi(case: Case[Any], base_url: str) -> None:
