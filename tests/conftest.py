@@ -3,6 +3,7 @@ imported by module name: pytest puts this folder on sys.path."""
 
 import logging
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +34,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run the fault harness (tests/test_faults_*.py) and the replica "
                      "tests N times larger: more writes, kills, fault rounds, fuzz examples "
                      "and concurrent retry rounds")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test gets a node id of its own: pytest-xdist schedules by node id, so under `-n`
+    tests sharing one would run only once. schemathesis 4's cases of one test function (one per
+    API operation, test_service_schema.py) have no callspec, so pytest 9 gives them all the
+    function's id; the operation in each one's name becomes its id's parameters, as in the
+    name. Any other clash stops the run rather than quietly skip tests."""
+    shared = Counter(item.nodeid for item in items)
+    for item in items:
+        if shared[item.nodeid] > 1 and isinstance(item, pytest.Function) \
+                and item.name.startswith(f"{item.originalname}[") and item._id.params is None:
+            item._id = item._id.with_params(item.name.removeprefix(item.originalname)[1:-1])
+    clashes = sorted(nodeid for nodeid, n in Counter(i.nodeid for i in items).items() if n > 1)
+    if clashes:
+        raise pytest.UsageError(f"tests share a node id (only one would run): {clashes}")
 
 
 @pytest.fixture(autouse=True, scope="session")
