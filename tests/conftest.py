@@ -3,6 +3,7 @@ imported by module name: pytest puts this folder on sys.path."""
 
 import logging
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,12 +11,16 @@ import httpx
 import pytest
 
 from reconciler.runtime import continuation
-from reconciler.sandbox import ManualClock, RunningSandbox, running_sandbox
+from reconciler.sandbox import ManualClock, RunningSandbox
 from reconciler.store.sealing import KEY_ENV, new_key
 
 from databases import pg_unreachable
 from runtime_harness import Monotonic, World, open_world
 from service_harness import database
+
+# The testing kit's fixtures: `clock` (a fresh ManualClock), `sandbox` (one sandbox server per
+# module) and `sandbox_clock` (that sandbox reset, on a fresh ManualClock).
+pytest_plugins = ["reconciler.testing.pytest_plugin"]
 
 # Helpers that assert get their asserts rewritten like a test module's, so that a failure inside
 # them shows the values compared. This must run before they are first imported.
@@ -26,8 +31,25 @@ from sidecar_client import Sidecar, running_sidecar  # noqa: E402
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--fault-scale", type=int, default=1, metavar="N",
-                     help="run the fault harness (tests/test_faults_*.py) N times larger: "
-                     "more writes, kills, fault rounds and fuzz examples")
+                     help="run the fault harness (tests/test_faults_*.py) and the replica "
+                     "tests N times larger: more writes, kills, fault rounds, fuzz examples "
+                     "and concurrent retry rounds")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test gets a node id of its own: pytest-xdist schedules by node id, so under `-n`
+    tests sharing one would run only once. schemathesis 4's cases of one test function (one per
+    API operation, test_service_schema.py) have no callspec, so pytest 9 gives them all the
+    function's id; the operation in each one's name becomes its id's parameters, as in the
+    name. Any other clash stops the run rather than quietly skip tests."""
+    shared = Counter(item.nodeid for item in items)
+    for item in items:
+        if shared[item.nodeid] > 1 and isinstance(item, pytest.Function) \
+                and item.name.startswith(f"{item.originalname}[") and item._id.params is None:
+            item._id = item._id.with_params(item.name.removeprefix(item.originalname)[1:-1])
+    clashes = sorted(nodeid for nodeid, n in Counter(i.nodeid for i in items).items() if n > 1)
+    if clashes:
+        raise pytest.UsageError(f"tests share a node id (only one would run): {clashes}")
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -69,22 +91,9 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-# The sandbox provider over real HTTP on loopback (test_sandbox_*.py): one server per test
-# module; each test that asks for `client` starts from a reset state on a manual clock.
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[RunningSandbox]:
-    with running_sandbox() as running:
-        yield running
-
-
-@pytest.fixture
-def clock(sandbox: RunningSandbox) -> ManualClock:
-    sandbox.state.reset()
-    manual = ManualClock()
-    sandbox.state.clock = manual
-    return manual
+# The sandbox provider over real HTTP on loopback (test_sandbox_*.py): the kit's `sandbox`, one
+# server per test module; each test that asks for `client` starts from a reset state on a
+# manual clock (`sandbox_clock`).
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +104,7 @@ def http(sandbox: RunningSandbox) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture
-def client(http: httpx.Client, clock: ManualClock) -> httpx.Client:
+def client(http: httpx.Client, sandbox_clock: ManualClock) -> httpx.Client:
     return http
 
 

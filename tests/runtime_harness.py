@@ -38,6 +38,7 @@ from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sealing import Sealer, new_key
 from reconciler.store.sql import SqlStore
+from reconciler.testing import ManualClock
 
 from journal_rows import run_ids, summary_row
 
@@ -82,21 +83,6 @@ class CrashAt:
             return
         self.fired = True
         raise Crash(f"worker killed at {point} of {run_id} ({tool_call_id})")
-
-
-class Clock:
-    """UTC time that moves a millisecond on every read, so facts recorded one after another are
-    strictly ordered (an observation is after the dispatch it follows), and by `advance`."""
-
-    def __init__(self, start: datetime = T0) -> None:
-        self._now = start
-
-    def __call__(self) -> datetime:
-        self._now += timedelta(milliseconds=1)
-        return self._now
-
-    def advance(self, seconds: float) -> None:
-        self._now += timedelta(seconds=seconds)
 
 
 Finding = Literal["applied", "applied_twice", "not_applied", "unavailable", "busy"]
@@ -175,7 +161,7 @@ class World:
     """One store and everything built on it; runtimes made here share it like workers would."""
 
     store: SqlStore
-    clock: Clock
+    clock: ManualClock
     ledger: Ledger
     journal: SqlJournal
     gate: RetryGate
@@ -186,7 +172,9 @@ class World:
         store = open_store("sqlite://")
         for contract in CONTRACTS:
             store.put_contract(contract)
-        clock = Clock()
+        # A millisecond on every read: facts recorded one after another are strictly ordered
+        # (an observation is after the dispatch it follows).
+        clock = ManualClock(T0, step=timedelta(milliseconds=1))
         ledger = Ledger(store, clock)
         journal = SqlJournal(store, Sealer([new_key()]))
         return cls(store, clock, ledger, journal, RetryGate(ledger, SqlLeases(store)),

@@ -7,6 +7,7 @@ The `store_url`, `sidecar` and `no_internal_errors` fixtures are in conftest.py.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -39,14 +40,17 @@ TOKEN = "test-token-" + uuid.uuid4().hex
 
 
 class ZeroProbe:
-    """An authoritative probe that finds nothing, after `delay_s`."""
+    """An authoritative probe that finds nothing, after `delay_s`; `asked` is set once a call
+    has begun."""
 
     name = "zero"
 
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s
+        self.asked = threading.Event()
 
     def probe(self, target: ProbeTarget) -> Observation | Receipt:
+        self.asked.set()
         time.sleep(self.delay_s)
         return Observation(target.operation_id, datetime.now(UTC), self.name,
                            Authority.AUTHORITATIVE)

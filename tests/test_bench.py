@@ -16,6 +16,8 @@ from bench.harness import Benchmark, Context, Outcome
 
 from databases import PG_URL, pg_unreachable
 
+pytestmark = pytest.mark.slow
+
 
 def run_tiny(benchmark: Benchmark, tmp_path: Path) -> Outcome:
     return benchmark(Context("tiny", tmp_path, PG_URL))

@@ -35,7 +35,7 @@ from fault_harness import HASH, PATIENCE_S, intent_body, scaled
 from sidecar_client import Sidecar, assert_problem, running_sidecar
 
 # Input must never reach the catch-all 500 (the fixture is in conftest.py).
-pytestmark = pytest.mark.usefixtures("no_internal_errors")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_internal_errors")]
 
 FUZZ = settings(deadline=None, suppress_health_check=list(HealthCheck))
 

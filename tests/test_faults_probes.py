@@ -19,7 +19,7 @@ import socketserver
 import struct
 import threading
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -42,9 +42,12 @@ from reconciler.schedule import SweepPolicy
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.sweep import Sweeper
+from reconciler.testing import ManualClock
 
 from builders import H0, K0
 from fault_harness import PATIENCE_S, scaled
+
+pytestmark = pytest.mark.slow
 
 ZERO = b'{"data": []}'
 #: The probe's bounds: each try, all tries, and the sweeper's cut-off above both.
@@ -174,17 +177,6 @@ def provider() -> Iterator[FaultyProvider]:
         thread.join(PATIENCE_S)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
 class Reads:
     """A ledger on a fresh store and a sweeper whose one probe reads `provider`."""
 
@@ -278,7 +270,7 @@ def test_no_sequence_of_faults_verifies_and_the_budget_escalates(
 
 def test_a_lagging_zero_asked_inside_the_window_says_nothing_when_it_arrives_after(
         tmp_path: Path, provider: FaultyProvider) -> None:
-    clock = Clock()
+    clock = ManualClock()
     reads = Reads(f"sqlite:///{tmp_path / 'r.db'}", provider, authority="lagging", clock=clock)
     try:
         op = reads.dispatched("op-lag")

@@ -20,6 +20,8 @@ from fault_harness import (
 )
 from service_harness import serving_process
 
+pytestmark = pytest.mark.slow
+
 #: Acknowledged writes to wait for before each kill: enough that the load is in full flow.
 ACKS_BEFORE_KILL = 20
 

@@ -36,7 +36,7 @@ from service_harness import serving
 from sidecar_client import PROBLEMS, assert_problem
 
 # Input must never reach the catch-all 500 (the fixture is in conftest.py).
-pytestmark = pytest.mark.usefixtures("no_internal_errors")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_internal_errors")]
 
 SQLITE_FILES = ("", "-wal", "-shm")
 #: Writes to see refused before the store comes back: the load did hit the outage.

@@ -14,6 +14,8 @@ from reconciler.runs.states import RunState
 
 from databases import pg_schema, pg_unreachable
 
+pytestmark = pytest.mark.slow
+
 
 def _scale(request: pytest.FixtureRequest) -> int:
     return int(request.config.getoption("--fault-scale"))

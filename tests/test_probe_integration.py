@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -110,7 +110,7 @@ class World:
         self.budget = uuid.uuid4().hex
 
     def now(self) -> datetime:
-        return datetime.fromtimestamp(self.clock.now(), UTC)
+        return self.clock()
 
     def recipe(self, recipe: str, **options: Any) -> dict[str, Any]:
         """A probe table for `recipe` pointed at the sandbox."""

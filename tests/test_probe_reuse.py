@@ -20,15 +20,14 @@ PATIENCE_S = 10
 
 
 class ThreadNoting:
-    """A probe that notes the thread each call runs on; a call for operation "hangs" waits
-    for `release`."""
+    """A probe that notes the thread each call runs on; a call for operation "hangs" sets
+    `hanging` once it runs, then waits for `release`."""
 
     name = "noting"
 
     def __init__(self) -> None:
         self.threads: list[int] = []
-        self.release = threading.Event()
-        self.hanging = threading.Event()
+        self.hanging, self.release = threading.Event(), threading.Event()
 
     def probe(self, t: ProbeTarget) -> Observation:
         self.threads.append(threading.get_ident())
@@ -49,7 +48,9 @@ def test_calls_one_after_another_reuse_one_thread() -> None:
 def test_a_hung_call_keeps_its_thread_and_the_next_call_gets_another() -> None:
     threads, noting = ProbeThreads(), ThreadNoting()
     hung = threads.submit(noting, target(operation_id="hangs"))
-    assert noting.hanging.wait(PATIENCE_S)  # the hung call holds its thread before the next
+    # The next call comes while the hung one is under way on its thread. Without this wait, a
+    # loaded machine may not have started the hung call (nor noted its thread) yet.
+    assert noting.hanging.wait(PATIENCE_S)
     answered = threads.submit(noting, target()).result(PATIENCE_S)
     assert not hung.done() and isinstance(answered, Observation)
     assert len(set(noting.threads)) == 2

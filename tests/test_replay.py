@@ -151,6 +151,7 @@ lines = st.lists(st.one_of(events.map(json.dumps).map(str.encode), st.binary(max
                  max_size=8)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines)

@@ -19,11 +19,16 @@ import pytest
 from reconciler.hashing import request_hash
 
 from databases import pg_schema, pg_unreachable
+from fault_harness import scaled
 from service_harness import serving_process
 
-pytestmark = pytest.mark.skipif(pg_unreachable() is not None,
-                                reason=pg_unreachable() or "PostgreSQL reachable")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(pg_unreachable() is not None,
+                                 reason=pg_unreachable() or "PostgreSQL reachable")]
 
+#: Rounds of 32 concurrent retry requests, each round on an operation of its own; times
+#: `--fault-scale`.
+GRANT_ROUNDS = 25
 PROVIDER = "pay"
 BODY = {"amount": 1200, "currency": "eur"}
 HASH = request_hash(BODY)
@@ -75,10 +80,10 @@ def verified_not_applied(client: httpx.Client, url: str, op: str) -> None:
 
 
 def test_32_concurrent_retry_requests_through_two_replicas_get_exactly_one_grant(
-        replicas: list[str]) -> None:
+        replicas: list[str], pytestconfig: pytest.Config) -> None:
     with httpx.Client(timeout=30, limits=httpx.Limits(max_connections=64)) as client, \
             ThreadPoolExecutor(max_workers=32) as pool:
-        for round_ in range(100):
+        for round_ in range(scaled(pytestconfig, GRANT_ROUNDS)):
             op = f"op-{round_}-{uuid.uuid4().hex[:6]}"
             verified_not_applied(client, replicas[0], op)
             asks = [(f"{replicas[n % 2]}/v1/operations/{op}/retry",

@@ -98,7 +98,7 @@ def test_charge_without_amount_or_currency_answers_400_invalid_request_error(
 
 
 def test_key_lookup_returns_the_receipt_bound_to_the_first_request(
-    client: httpx.Client, clock: ManualClock
+    client: httpx.Client, sandbox_clock: ManualClock
 ) -> None:
     charge = write(client, PAY, key="k-1").json()
 
@@ -109,7 +109,7 @@ def test_key_lookup_returns_the_receipt_bound_to_the_first_request(
         "key": "k-1",
         "charge_id": charge["id"],
         "request_hash": request_hash(PAY.body("op-1")),
-        "created": int(clock.now()),
+        "created": int(sandbox_clock.now()),
     }
 
 
@@ -178,10 +178,10 @@ def test_a_form_encoded_charge_is_read_as_stripe_sends_it(client: httpx.Client) 
 
 
 def test_the_charge_list_pages_newest_first_within_the_created_window(
-    client: httpx.Client, clock: ManualClock
+    client: httpx.Client, sandbox_clock: ManualClock
 ) -> None:
     old = write(client, PAY, "op-1").json()
-    clock.advance(100)
+    sandbox_clock.advance(100)
     newer = [write(client, PAY, f"op-{n}").json() for n in (2, 3, 4)]
 
     window = {"created[gte]": str(old["created"] + 50), "limit": "2"}
@@ -195,10 +195,10 @@ def test_the_charge_list_pages_newest_first_within_the_created_window(
 
 
 def test_a_key_is_forgotten_after_its_retention_and_a_reuse_is_a_new_request(
-    client: httpx.Client, clock: ManualClock
+    client: httpx.Client, sandbox_clock: ManualClock
 ) -> None:
     first = write(client, PAY, key="k-1").json()
-    clock.advance(86_400 + 1)
+    sandbox_clock.advance(86_400 + 1)
 
     again = write(client, PAY, key="k-1")
 

@@ -50,10 +50,10 @@ def test_history_limit_reports_has_more(client: httpx.Client) -> None:
 
 
 def test_history_reads_only_the_window_between_oldest_and_latest(
-    client: httpx.Client, clock: ManualClock
+    client: httpx.Client, sandbox_clock: ManualClock
 ) -> None:
     first = write(client, CHAT, "op-1").json()["ts"]
-    clock.advance(10)
+    sandbox_clock.advance(10)
     second = write(client, CHAT, "op-2").json()["ts"]
     history = "/chat/api/conversations.history"
 
@@ -80,7 +80,7 @@ def test_an_unknown_cursor_answers_invalid_cursor(client: httpx.Client) -> None:
 
 
 def test_issue_list_pages_with_link_and_filters_by_since(
-    client: httpx.Client, clock: ManualClock
+    client: httpx.Client, sandbox_clock: ManualClock
 ) -> None:
     for op in ("op-1", "op-2", "op-3"):
         write(client, ISSUES, op)

@@ -127,15 +127,15 @@ SEARCHES = [
 
 @pytest.mark.parametrize("case", SEARCHES)
 def test_search_only_sees_objects_older_than_search_lag(
-    client: httpx.Client, clock: ManualClock, case: SearchCase
+    client: httpx.Client, sandbox_clock: ManualClock, case: SearchCase
 ) -> None:
     configure(client, search_lag_s=5)
     ref = case.write.ref(write(client, case.write).json())
 
     assert case.refs(client, "op-1") == []
-    clock.advance(4.9)
+    sandbox_clock.advance(4.9)
     assert case.refs(client, "op-1") == []
-    clock.advance(0.1)
+    sandbox_clock.advance(0.1)
     assert case.refs(client, "op-1") == [ref]
 
 

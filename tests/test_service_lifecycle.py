@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -26,14 +25,17 @@ pytestmark = pytest.mark.usefixtures("no_internal_errors")
 
 def test_shutdown_finishes_requests_in_flight(store_url: str) -> None:
     answers: list[int] = []
+    probe = ZeroProbe(delay_s=0.5)
     with running_sidecar(store_url) as sidecar:
-        sidecar.probes["pay"] = [ZeroProbe(delay_s=0.5)]
+        sidecar.probes["pay"] = [probe]
         sidecar.intent("op-1")
         sidecar.attempt("op-1")
         slow = threading.Thread(target=lambda: answers.append(
             httpx.post(sidecar.url + "/v1/operations/op-1/reconcile", timeout=30).status_code))
         slow.start()
-        time.sleep(0.2)  # the reconcile is now waiting on its probe
+        # Shut down only once the reconcile is waiting on its probe: a fixed sleep here was
+        # sometimes over before a loaded machine had even sent the request.
+        assert probe.asked.wait(30)
     slow.join(30)
     assert answers == [200]
 

@@ -72,6 +72,7 @@ def _served(db: str) -> Iterator[str]:
         yield url
 
 
+@pytest.mark.slow
 @schema.parametrize()
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_conforms_to_its_openapi(case: Case[Any], base_url: str) -> None:

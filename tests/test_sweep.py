@@ -5,7 +5,7 @@ off one operation."""
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,26 +28,16 @@ from reconciler.ledger import Ledger
 from reconciler.schedule import SweepPolicy
 from reconciler.store.schema import leases_of
 from reconciler.sweep import Sweeper, sweep_periodically
+from reconciler.testing import ManualClock
 
 from builders import H0, K0
 from stores import KINDS, opened
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
 class FakeProbe:
     """A probe whose answer is a function of the target; counts its calls."""
 
-    def __init__(self, answer: Callable[[ProbeTarget], Any], clock: Clock,
+    def __init__(self, answer: Callable[[ProbeTarget], Any], clock: ManualClock,
                  name: str = "fake") -> None:
         self.name, self.answer, self.clock, self.calls = name, answer, clock, 0
 
@@ -61,12 +51,9 @@ CONTRACT = ProviderContract("pay", idempotency_keys=True, visibility_lag_s=0,
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
 @pytest.fixture(params=KINDS)
-def ledger(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> Iterator[Ledger]:
+def ledger(request: pytest.FixtureRequest, tmp_path: Path,
+           clock: ManualClock) -> Iterator[Ledger]:
     with opened(request.param, tmp_path) as store:
         store.put_contract(CONTRACT)
         yield Ledger(store, clock)
@@ -88,13 +75,13 @@ def observations(ledger: Ledger, op: str = "op-1") -> list[Observation]:
     return ledger.store.facts(op).of(Observation)
 
 
-def zero(clock: Clock) -> Callable[[ProbeTarget], Observation]:
+def zero(clock: ManualClock) -> Callable[[ProbeTarget], Observation]:
     return lambda target: Observation(target.operation_id, clock(), "fake",
                                       Authority.AUTHORITATIVE)
 
 
 def test_a_probe_that_hangs_is_cut_off_and_recorded_unavailable(ledger: Ledger,
-                                                                 clock: Clock) -> None:
+                                                                 clock: ManualClock) -> None:
     release = threading.Event()
     hanging = FakeProbe(lambda target: release.wait(30), clock, "hangs")
     dispatched(ledger)
@@ -115,14 +102,14 @@ def test_a_probe_that_hangs_is_cut_off_and_recorded_unavailable(ledger: Ledger,
                                (Match("ch_1"),)),
 ], ids=["a_dict", "none", "another_operation"])
 def test_a_probe_that_returns_garbage_is_recorded_unavailable(
-        ledger: Ledger, clock: Clock, answer: Callable[[ProbeTarget], Any]) -> None:
+        ledger: Ledger, clock: ManualClock, answer: Callable[[ProbeTarget], Any]) -> None:
     dispatched(ledger)
     [judgement] = sweeper(ledger, FakeProbe(answer, clock)).sweep()
     assert [o.authority for o in observations(ledger)] == [Authority.UNAVAILABLE]
     assert judgement.decision.verdict is Verdict.INDETERMINATE
 
 
-def test_a_probe_that_raises_is_recorded_unavailable(ledger: Ledger, clock: Clock) -> None:
+def test_a_probe_that_raises_is_recorded_unavailable(ledger: Ledger, clock: ManualClock) -> None:
     def boom(target: ProbeTarget) -> Observation:
         raise ConnectionError("provider down")
     dispatched(ledger)
@@ -131,7 +118,7 @@ def test_a_probe_that_raises_is_recorded_unavailable(ledger: Ledger, clock: Cloc
     assert judgement.decision.verdict is Verdict.INDETERMINATE
 
 
-def test_a_conclusive_zero_ends_reconciliation(ledger: Ledger, clock: Clock) -> None:
+def test_a_conclusive_zero_ends_reconciliation(ledger: Ledger, clock: ManualClock) -> None:
     probe = FakeProbe(zero(clock), clock)
     dispatched(ledger)
     clock.advance(1)
@@ -142,13 +129,13 @@ def test_a_conclusive_zero_ends_reconciliation(ledger: Ledger, clock: Clock) -> 
     assert runner.sweep() == [] and probe.calls == 1
 
 
-def test_an_operation_without_an_attempt_is_not_probed(ledger: Ledger, clock: Clock) -> None:
+def test_an_operation_without_an_attempt_is_not_probed(ledger: Ledger, clock: ManualClock) -> None:
     probe = FakeProbe(zero(clock), clock)
     ledger.record_intent(Intent("op-1", H0, K0, "pay", "charge", Effect.NON_IDEMPOTENT, clock()))
     assert sweeper(ledger, probe).sweep() == [] and probe.calls == 0
 
 
-def test_rounds_back_off_until_the_next_probe_time(ledger: Ledger, clock: Clock) -> None:
+def test_rounds_back_off_until_the_next_probe_time(ledger: Ledger, clock: ManualClock) -> None:
     probe = FakeProbe(lambda t: Observation(t.operation_id, clock(), "fake", Authority.WEAK), clock)
     dispatched(ledger)
     runner = sweeper(ledger, probe, first_backoff_s=10)
@@ -162,7 +149,7 @@ def test_rounds_back_off_until_the_next_probe_time(ledger: Ledger, clock: Clock)
     assert probe.calls == 2
 
 
-def test_the_deadline_escalates_and_probing_stops(ledger: Ledger, clock: Clock) -> None:
+def test_the_deadline_escalates_and_probing_stops(ledger: Ledger, clock: ManualClock) -> None:
     probe = FakeProbe(lambda t: Observation(t.operation_id, clock(), "fake", Authority.UNAVAILABLE,
                                             (), "down"), clock)
     dispatched(ledger)
@@ -178,7 +165,7 @@ def test_the_deadline_escalates_and_probing_stops(ledger: Ledger, clock: Clock) 
     assert not judgement.decision.retry_allowed
 
 
-def test_the_probe_budget_escalates(ledger: Ledger, clock: Clock) -> None:
+def test_the_probe_budget_escalates(ledger: Ledger, clock: ManualClock) -> None:
     probe = FakeProbe(lambda t: Observation(t.operation_id, clock(), "fake", Authority.WEAK), clock)
     dispatched(ledger)
     runner = sweeper(ledger, probe, probe_budget=3, first_backoff_s=1)
@@ -189,7 +176,7 @@ def test_the_probe_budget_escalates(ledger: Ledger, clock: Clock) -> None:
     assert [o.operation_id for o in ledger.store.list_operations(escalated=True)] == ["op-1"]
 
 
-def test_two_sweepers_never_probe_one_operation_at_once(ledger: Ledger, clock: Clock) -> None:
+def test_two_sweepers_never_probe_one_operation_at_once(ledger: Ledger, clock: ManualClock) -> None:
     inside: dict[str, int] = {}
     overlap: list[str] = []
     lock = threading.Lock()
@@ -219,7 +206,7 @@ def test_two_sweepers_never_probe_one_operation_at_once(ledger: Ledger, clock: C
 
 
 def test_on_demand_reconcile_is_refused_while_another_sweeper_holds_the_lease(
-        ledger: Ledger, clock: Clock) -> None:
+        ledger: Ledger, clock: ManualClock) -> None:
     dispatched(ledger)
     leases = leases_of(ledger.store)
     assert leases.claim("op-1", "someone-else", clock(), 60)
@@ -229,7 +216,7 @@ def test_on_demand_reconcile_is_refused_while_another_sweeper_holds_the_lease(
     assert judgement is not None and judgement.decision.verdict is Verdict.VERIFIED_NOT_APPLIED
 
 
-def test_closing_a_sweeper_releases_its_leases(ledger: Ledger, clock: Clock) -> None:
+def test_closing_a_sweeper_releases_its_leases(ledger: Ledger, clock: ManualClock) -> None:
     dispatched(ledger)
     runner = sweeper(ledger)
     leases = leases_of(ledger.store)
@@ -238,7 +225,7 @@ def test_closing_a_sweeper_releases_its_leases(ledger: Ledger, clock: Clock) -> 
     assert leases.claim("op-1", "next", clock(), 60)
 
 
-def test_apscheduler_drives_the_periodic_sweep(ledger: Ledger, clock: Clock) -> None:
+def test_apscheduler_drives_the_periodic_sweep(ledger: Ledger, clock: ManualClock) -> None:
     probed = threading.Event()
 
     def answer(target: ProbeTarget) -> Observation:

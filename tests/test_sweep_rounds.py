@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -34,6 +33,7 @@ from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
 from reconciler.store.tables import StateRow
 from reconciler.sweep import Sweeper
+from reconciler.testing import ManualClock
 
 from builders import H0, K0
 
@@ -41,14 +41,6 @@ CONTRACT = ProviderContract("pay", idempotency_keys=True, visibility_lag_s=0,
                             reconcile_deadline_s=600, max_attempts=3)
 #: Bound on every wait in these tests; none is expected to come near it.
 PATIENCE_S = 10.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 class Probe:
@@ -64,11 +56,6 @@ class Probe:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
 def store(store_url: str) -> Iterator[SqlStore]:
     store = open_store(store_url)
     store.put_contract(CONTRACT)
@@ -76,21 +63,21 @@ def store(store_url: str) -> Iterator[SqlStore]:
     store.engine.dispose()
 
 
-def dispatched(store: SqlStore, clock: Clock, count: int) -> list[str]:
+def dispatched(store: SqlStore, clock: ManualClock, count: int) -> list[str]:
     ops = [f"op-{n}" for n in range(count)]
     for op in ops:
         store.record_intent(Intent(op, H0, K0, "pay", "charge", Effect.NON_IDEMPOTENT, clock()))
         store.record_attempt(Attempt(op, 1, K0, H0, clock(), Outcome.TIMEOUT))
-    clock.now += timedelta(seconds=1)
+    clock.advance(1)
     return ops
 
 
-def sweeper(store: SqlStore, clock: Clock, probe: Any, **policy: Any) -> Sweeper:
+def sweeper(store: SqlStore, clock: ManualClock, probe: Any, **policy: Any) -> Sweeper:
     return Sweeper(Ledger(store, clock), SqlLeases(store), lambda provider: [probe],
                    SweepPolicy(**{"probe_timeout_s": 0.5, **policy}))
 
 
-def zero(clock: Clock) -> Callable[[ProbeTarget], Observation]:
+def zero(clock: ManualClock) -> Callable[[ProbeTarget], Observation]:
     return lambda t: Observation(t.operation_id, clock(), "fake", Authority.AUTHORITATIVE)
 
 
@@ -102,7 +89,7 @@ def state(store: SqlStore, op: str) -> StateRow:
 
 
 def test_a_pass_leases_no_more_operations_than_it_probes_at_once(store: SqlStore,
-                                                                clock: Clock) -> None:
+                                                                clock: ManualClock) -> None:
     ops = dispatched(store, clock, 7)
     leased: list[int] = []
 
@@ -118,7 +105,7 @@ def test_a_pass_leases_no_more_operations_than_it_probes_at_once(store: SqlStore
 
 
 def test_a_hung_probe_holds_up_no_other_operation_of_the_pass(store: SqlStore,
-                                                              clock: Clock) -> None:
+                                                              clock: ManualClock) -> None:
     dispatched(store, clock, 5)
     release = threading.Event()
 
@@ -139,7 +126,7 @@ def test_a_hung_probe_holds_up_no_other_operation_of_the_pass(store: SqlStore,
 
 
 def test_rounds_concluded_together_each_get_their_own_verdict(store: SqlStore,
-                                                              clock: Clock) -> None:
+                                                              clock: ManualClock) -> None:
     ops = dispatched(store, clock, 6)
 
     def applied_if_even(t: ProbeTarget) -> Observation:
@@ -154,7 +141,7 @@ def test_rounds_concluded_together_each_get_their_own_verdict(store: SqlStore,
 
 
 def test_a_round_that_cannot_conclude_records_nothing_and_releases_its_lease(
-        store: SqlStore, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+        store: SqlStore, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
     [op] = dispatched(store, clock, 1)
 
     def broken_rule(*args: Any) -> Any:
@@ -170,12 +157,12 @@ def test_a_round_that_cannot_conclude_records_nothing_and_releases_its_lease(
 
 
 def test_a_round_whose_lease_was_taken_over_records_what_it_saw_and_leaves_the_schedule(
-        store: SqlStore, clock: Clock) -> None:
+        store: SqlStore, clock: ManualClock) -> None:
     [op] = dispatched(store, clock, 1)
     leases = SqlLeases(store)
 
     def lease_lapses_meanwhile(t: ProbeTarget) -> Observation:
-        clock.now += timedelta(seconds=61)
+        clock.advance(61)
         assert leases.claim(t.operation_id, "next-holder", clock(), 60)
         return zero(clock)(t)
 

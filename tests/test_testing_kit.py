@@ -1,0 +1,113 @@
+"""The testing kit users import (reconciler.testing): one manual clock every party reads, a fake
+probe answering a script, the sandbox provider on that clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import httpx
+import pytest
+
+from probes.base import Probe
+from probes.runner import run_probe
+from reconciler.domain import Authority, Observation, Receipt
+from reconciler.sandbox import RunningSandbox
+from reconciler.testing import FakeProbe, ManualClock, manual_sandbox
+
+from probe_harness import target
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+CHARGE = {"amount": 1200, "currency": "eur", "metadata": {"operation_id": "op-1"}}
+
+
+def seen(at: datetime, authority: Authority = Authority.AUTHORITATIVE) -> Observation:
+    return Observation("op-1", at, "fake", authority)
+
+
+# --- the manual clock ------------------------------------------------------------------------
+
+def test_a_manual_clock_stands_still_until_advanced(clock: ManualClock) -> None:
+    assert clock() == clock() == T0
+    clock.advance(1.5)
+    assert clock() == T0 + timedelta(seconds=1.5)
+
+
+def test_a_manual_clock_reads_timezone_aware_utc_and_set_jumps_either_way() -> None:
+    clock = ManualClock(datetime(2026, 6, 1, 14, 0, tzinfo=timezone(timedelta(hours=2))))
+    assert clock() == datetime(2026, 6, 1, 12, 0, tzinfo=UTC) and clock().tzinfo is UTC
+    clock.set(T0)
+    assert clock() == T0
+
+
+def test_a_manual_clock_refuses_a_naive_time_and_going_back_by_advance() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        ManualClock(datetime(2026, 1, 1))
+    clock = ManualClock()
+    with pytest.raises(ValueError, match="timezone-aware"):
+        clock.set(datetime(2026, 1, 1))
+    with pytest.raises(ValueError, match="cannot advance"):
+        clock.advance(-1)
+    assert clock() == T0
+
+
+def test_a_stepping_clock_gives_each_reading_a_later_time() -> None:
+    clock = ManualClock(T0, step=timedelta(milliseconds=1))
+    first, second = clock(), clock()
+    assert T0 < first < second and second - first == timedelta(milliseconds=1)
+
+
+def test_the_sandbox_reads_the_same_instant_in_unix_seconds(clock: ManualClock) -> None:
+    clock.advance(0.25)
+    assert clock.now() == (T0 + timedelta(seconds=0.25)).timestamp()
+
+
+# --- the fake probe --------------------------------------------------------------------------
+
+def test_a_fake_probe_is_a_probe() -> None:
+    assert isinstance(FakeProbe(seen(T0)), Probe)
+
+
+def test_a_fake_probe_answers_its_script_in_order_then_repeats_the_last() -> None:
+    weak, zero = seen(T0, Authority.WEAK), seen(T0)
+    receipt = Receipt("op-1", T0, "ch_1", "sha256:h0", "lookup")
+    probe = FakeProbe(weak, receipt, zero)
+    assert [probe.probe(target()) for _ in range(4)] == [weak, receipt, zero, zero]
+
+
+def test_a_fake_probe_records_each_target_it_was_asked_about() -> None:
+    probe = FakeProbe(answer=lambda t: Observation(t.operation_id, T0, "fake", Authority.WEAK))
+    probe.probe(target(operation_id="op-1"))
+    probe.probe(target(operation_id="op-2"))
+    assert probe.asked == ["op-1", "op-2"] and probe.calls[1] == target(operation_id="op-2")
+
+
+def test_a_fake_probe_that_raises_is_evidence_of_nothing() -> None:
+    probe = FakeProbe(TimeoutError("provider hangs"), name="flaky")
+    with pytest.raises(TimeoutError):
+        probe.probe(target())
+    answer = run_probe(probe, target(), clock=lambda: T0)
+    assert isinstance(answer, Observation) and answer.authority is Authority.UNAVAILABLE
+    assert answer.error == "probe raised TimeoutError" and len(probe.calls) == 2
+
+
+def test_a_fake_probe_takes_a_script_or_a_function_not_both_nor_neither() -> None:
+    with pytest.raises(ValueError):
+        FakeProbe()
+    with pytest.raises(ValueError):
+        FakeProbe(seen(T0), answer=lambda t: seen(T0))
+
+
+# --- the sandbox on a manual clock -----------------------------------------------------------
+
+def test_the_sandbox_clock_fixture_dates_what_the_sandbox_stores(
+        sandbox: RunningSandbox, sandbox_clock: ManualClock) -> None:
+    sandbox_clock.advance(30)
+    charge = httpx.post(f"{sandbox.url}/pay/v1/charges", json=CHARGE, timeout=5.0).json()
+    assert charge["created"] == int((T0 + timedelta(seconds=30)).timestamp())
+
+
+def test_manual_sandbox_runs_a_server_on_the_clock_it_was_given() -> None:
+    given = ManualClock(T0 + timedelta(days=1))
+    with manual_sandbox(given) as (sandbox, clock):
+        charge = httpx.post(f"{sandbox.url}/pay/v1/charges", json=CHARGE, timeout=5.0).json()
+    assert clock is given and charge["created"] == int(given.now())
