@@ -14,7 +14,7 @@ the facts they were decided from.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from reconciler.domain import Attempt, Decision, Evidence, Facts, Intent, ProviderContract
@@ -42,6 +42,9 @@ class Judgement:
     at: datetime
     #: Handed to a human by a sweeper (deadline or probe budget spent); never probed again.
     escalated: bool
+    #: The operation's cached verdict changed with this judgement (a transition, not a read):
+    #: how it came about, not what it says, so two judgements of the same facts compare equal.
+    changed: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +55,25 @@ class Recorded:
     judgement: Judgement
 
 
-class Ledger:
-    """Records facts about operations and decides their verdicts."""
+#: Told of every verdict transition: an operation's cached verdict entered a new value.
+TransitionObserver = Callable[[Judgement], None]
 
-    def __init__(self, store: Store, clock: Callable[[], datetime] = utcnow) -> None:
+
+class Ledger:
+    """Records facts about operations and decides their verdicts. `on_transition` hears of
+    each verdict that changes (a new intent's first verdict included), whoever caused it:
+    the service counts them (reconciler_verdicts_total) without the store knowing of metrics."""
+
+    def __init__(self, store: Store, clock: Callable[[], datetime] = utcnow,
+                 on_transition: TransitionObserver | None = None) -> None:
         self.store = store
         self.clock = clock
+        self.on_transition = on_transition
+
+    def _told(self, judgement: Judgement) -> Judgement:
+        if judgement.changed and self.on_transition is not None:
+            self.on_transition(judgement)
+        return judgement
 
     def time_of(self, given: datetime | None) -> datetime:
         """The time of a fact a caller reports: its own when given (in UTC, not in the future
@@ -86,7 +102,12 @@ class Ledger:
             facts = Facts(intent)
             decision = evaluate(facts, self.store.contract(intent.provider), at)
             if (decision.verdict, decision.next_action) == FIRST_DECISION:
-                return Recorded(True, Judgement(facts, decision, at, escalated=False))
+                return Recorded(True, self._told(Judgement(facts, decision, at, escalated=False,
+                                                           changed=True)))
+            # The store cached the first decision with the intent: that is a transition too.
+            verdict, action = FIRST_DECISION
+            self._told(Judgement(facts, Decision(verdict, (), action, False), at,
+                                 escalated=False, changed=True))
         return Recorded(created, self.judge(intent.operation_id))
 
     def record_attempt(self, attempt: Attempt, *, stamped: bool = False) -> Recorded:
@@ -123,8 +144,9 @@ class Ledger:
     def judge(self, operation_id: str, now: datetime | None = None) -> Judgement:
         """Decide the verdict from everything recorded, and cache it in the store."""
         at = now or self.clock()
-        facts, decision, escalated = self.store.decide(operation_id, evaluate, at)
-        return Judgement(facts, decision, at, escalated)
+        decided = self.store.decide(operation_id, evaluate, at)
+        return self._told(Judgement(decided.facts, decided.decision, at, decided.escalated,
+                                    decided.changed))
 
     def conclude(self, leases: Leases, holder: str, rounds: Sequence[Round],
                  policy: SweepPolicy, *, claim: int = 0
@@ -141,6 +163,7 @@ class Ledger:
 
         ended, intents = leases.conclude(holder, rounds, rule, now, claim=claim,
                                          lease_s=policy.lease_s)
-        judgements = [Judgement(c.facts, c.decision, now, c.was_escalated or c.escalate)
+        judgements = [self._told(Judgement(c.facts, c.decision, now,
+                                           c.was_escalated or c.escalate, c.changed))
                       for c in ended]
         return judgements, intents, sum(c.escalate and not c.was_escalated for c in ended)

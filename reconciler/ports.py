@@ -75,6 +75,8 @@ class Conclusion:
     was_escalated: bool
     #: Escalated by this round (deadline or probe budget spent).
     escalate: bool
+    #: The cached verdict changed with this round (a transition, not a re-read).
+    changed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,44 @@ class OperationSummary:
     verdict: str
     next_action: str
     escalated: bool
+    updated_at: datetime
+    #: Why a human must look at it (attention.Reason), None when nothing waits on one.
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """What `Store.decide` cached: the facts, the decision drawn from them, whether a sweeper
+    has escalated the operation, and whether the cached verdict changed (a transition)."""
+
+    facts: Facts
+    decision: Decision
+    escalated: bool
+    changed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """How many operations wait on a human for one reason, and since when the oldest has."""
+
+    reason: str
+    count: int
+    oldest: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One line of the runs list (the journal's summary row, no event payloads)."""
+
+    run_id: str
+    state: str
+    turn: int
+    correlation_id: str | None
+    stop_reason: str | None
+    error_code: str | None
+    #: Runs with an operation whose verdict is false_success (SPEC 4: mark the run unhealthy).
+    unhealthy: bool
+    created_at: datetime
     updated_at: datetime
 
 
@@ -121,16 +161,22 @@ class Store(Protocol):
         """Configure (or reconfigure) a provider's contract."""
         ...
 
-    def decide(self, operation_id: str, rule: Rule,
-               now: datetime) -> tuple[Facts, Decision, bool]:
+    def decide(self, operation_id: str, rule: Rule, now: datetime) -> Decided:
         """Apply `rule` to the operation's facts and contract and cache its decision, in one
-        transaction; only a change is written. The facts, the decision, and whether a sweeper
-        has escalated the operation to a human."""
+        transaction; only a change is written."""
         ...
 
     def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
+                        provider: str | None = None, attention: bool | None = None,
                         after: str | None = None, limit: int = 50) -> list[OperationSummary]:
-        """Operations in id order, `limit` at a time, starting after the `after` cursor."""
+        """Operations in id order, `limit` at a time, starting after the `after` cursor.
+        `escalated`: a human must act (attention.must_act); `attention`: any reason to look
+        (attention.reason_of). Each summary carries its reason."""
+        ...
+
+    def waiting_on_human(self) -> list[Waiting]:
+        """Operations that wait on a human, counted by reason (attention.reason_of), each
+        with when the longest-waiting one's verdict was decided."""
         ...
 
     def ready(self) -> None:
@@ -206,4 +252,14 @@ class Journal(Protocol):
 
     def release(self, run_id: str, holder: str) -> None:
         """Give up the run's lease if `holder` has it."""
+        ...
+
+    def list_runs(self, *, state: str | None = None, correlation_id: str | None = None,
+                  unhealthy: bool | None = None, after: str | None = None,
+                  limit: int = 50) -> list[RunSummary]:
+        """Runs in id order, `limit` at a time, starting after the `after` cursor."""
+        ...
+
+    def count_runs(self) -> list[tuple[str, int, datetime]]:
+        """Runs by state: (state, how many, when the longest-waiting one last moved)."""
         ...

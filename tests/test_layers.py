@@ -16,7 +16,7 @@ LAYERS: list[set[str]] = [
     {"domain", "errors", "serving", "metrics"},                 # plain facts, no rules
     {"hashing", "verdicts", "runs", "outcomes", "schemas",      # pure rules and wire shapes
      "fixtures"},
-    {"ports"},                                                  # the seams
+    {"ports", "attention"},                                     # the seams; what waits on a human
     {"schedule"},                                               # pure probe scheduling
     {"store", "ledger", "probes"},                              # facts kept; the one door
     {"gate", "sweep"},                                          # built on the ledger

@@ -8,10 +8,10 @@ from fastapi import FastAPI
 
 from reconciler.ledger import Ledger
 from reconciler.runtime.agent import Agent, load_agent
-from reconciler.service import health, operations, runs, webhooks
+from reconciler.service import health, operations, run_list, runs, webhooks
 from reconciler.service.auth import BearerAuth
 from reconciler.service.intake import BodyIntake
-from reconciler.service.openapi import install_openapi
+from reconciler.service.openapi import install_docs, install_openapi
 from reconciler.service.problems import (
     COMMON_PROBLEMS,
     SafetyNet,
@@ -37,18 +37,20 @@ def create_app(settings: Settings, *, ledger: Ledger | None = None,
     The runs API runs `agent`, else the one `settings.agent` names; without either its routes
     answer a no-agent problem."""
     app = FastAPI(title="Effect-receipt reconciler", version=_version(), lifespan=lifespan,
+                  docs_url=None, redoc_url=None,
                   description="Records intents before dispatch, asks providers what happened, "
                   "and gates every retry on evidence.",
                   responses=problem_responses(*COMMON_PROBLEMS))
     app.state.wiring = build_wiring(settings, ledger, probes_for)
     agent = agent or (load_agent(settings.agent) if settings.agent else None)
     app.state.runs = runs.build_runs(app.state.wiring, agent) if agent else None
-    routers = (operations.router, runs.router, webhooks.router, health.router)
+    routers = (operations.router, run_list.router, runs.router, webhooks.router, health.router)
     for router in routers:
         app.include_router(router)
     install_problem_handlers(app, [route for router in routers for route in router.routes])
     runs.install_run_problems(app)
     install_openapi(app, bearer=settings.token is not None)
+    install_docs(app, settings.docs_assets)
     # Added innermost first: the safety net wraps everything, auth runs before any body is read.
     app.add_middleware(BodyIntake, max_body_bytes=settings.max_body_bytes)
     if settings.token is not None:

@@ -106,7 +106,8 @@ def record_intent(body: IntentIn, wiring: Wired, response: Response) -> Operatio
 @router.get("", response_model=OperationListOut)
 def list_operations(wiring: Wired, query: Annotated[OperationQueryIn, Query()],
                     request: Request) -> OperationListOut:
-    """Operations in id order, filtered by cached verdict and escalation."""
+    """Operations in id order, filtered by cached verdict, provider and whether a human must
+    act (`escalated`); each item says why a human should look at it."""
     params = request.query_params
     repeated = sorted({name for name in params if len(params.getlist(name)) > 1})
     if repeated:
@@ -117,7 +118,7 @@ def list_operations(wiring: Wired, query: Annotated[OperationQueryIn, Query()],
                                 "type": "repeated"} for name in repeated]})
     page = wiring.store.list_operations(
         verdict=query.verdict.value if query.verdict else None, escalated=query.escalated,
-        after=query.after, limit=query.limit + 1)
+        provider=query.provider, after=query.after, limit=query.limit + 1)
     items = [summary_out(s) for s in page[:query.limit]]
     more = len(page) > query.limit
     return OperationListOut(items=items, next_cursor=items[-1].operation_id if more else None)

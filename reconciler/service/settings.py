@@ -26,6 +26,7 @@ from sqlalchemy.exc import ArgumentError
 from probes.config import ProviderSetup, parse_config
 from reconciler.errors import ReconcilerError
 from reconciler.schedule import DEFAULT_POLICY
+from reconciler.service.openapi import missing_docs_assets
 from reconciler.store.schema import DEFAULT_URL
 
 ENV_PREFIX = "RECONCILER_"
@@ -55,6 +56,10 @@ class Settings(BaseModel):
     config: Path | None = Field(None, description="TOML file with [service] and [providers.*]")
     agent: str | None = Field(None, min_length=1, description="package.module:attribute of the "
                               "agent /v1/runs runs (see runtime.agent.load_agent)")
+    docs_assets: Path | None = Field(None, description="directory with Swagger UI's "
+                                     "swagger-ui-bundle.js and swagger-ui.css (e.g. npm's "
+                                     "swagger-ui-dist): /docs serves them from here; unset, "
+                                     "/docs is off (never a CDN)")
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
@@ -62,6 +67,9 @@ class Settings(BaseModel):
             make_url(self.db)
         except ArgumentError as exc:
             raise ValueError(f"db is not a database URL: {exc}") from None
+        if self.docs_assets is not None and (missing := missing_docs_assets(self.docs_assets)):
+            raise ValueError(f"docs_assets: {self.docs_assets} lacks {', '.join(missing)} "
+                             "(a Swagger UI 5 distribution, e.g. npm's swagger-ui-dist)")
         if self.token is not None and not self.token.get_secret_value().strip():
             raise ValueError(f"the token is empty; set {TOKEN_ENV} to a long random string")
         if self.token is None and not is_loopback(self.host):

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from reconciler.attention import must_act, reason_of
 from reconciler.domain import (
     Attempt,
     Decision,
@@ -29,10 +30,12 @@ from reconciler.ports import (
     ERROR_CHARS,
     FIRST_DECISION,
     Conclusion,
+    Decided,
     OperationSummary,
     Round,
     RoundRule,
     Rule,
+    Waiting,
 )
 
 
@@ -124,26 +127,37 @@ class MemoryStore:
     def put_contract(self, contract: ProviderContract) -> None:
         self._contracts[contract.name] = contract
 
-    def decide(self, operation_id: str, rule: Rule,
-               now: datetime) -> tuple[Facts, Decision, bool]:
+    def decide(self, operation_id: str, rule: Rule, now: datetime) -> Decided:
         with self._lock:
             op = self._require(operation_id)
             facts = op.facts()
             decision = rule(facts, self.contract(facts.intent.provider), now)
-            _cache(op.state, decision, now)
-            return facts, decision, op.state.escalated
+            changed = _cache(op.state, decision, now)
+            return Decided(facts, decision, op.state.escalated, changed)
 
     def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
+                        provider: str | None = None, attention: bool | None = None,
                         after: str | None = None, limit: int = 50) -> list[OperationSummary]:
         with self._lock:
-            chosen = [
-                OperationSummary(op_id, op.intent.provider, op.intent.action, op.state.verdict,
-                                 op.state.next_action, op.state.escalated, op.state.updated_at)
-                for op_id, op in self._operations.items()
-                if (verdict is None or op.state.verdict == verdict)
-                and (escalated is None or op.state.escalated == escalated)
-                and (after is None or op_id > after)]
+            chosen = [_summary(op_id, op) for op_id, op in self._operations.items()
+                      if (verdict is None or op.state.verdict == verdict)
+                      and (provider is None or op.intent.provider == provider)
+                      and (after is None or op_id > after)]
+        chosen = [s for s in chosen
+                  if (escalated is None or must_act(s.verdict, s.next_action, s.escalated)
+                      == escalated)
+                  and (attention is None or (s.reason is not None) == attention)]
         return sorted(chosen, key=lambda s: s.operation_id)[:limit]
+
+    def waiting_on_human(self) -> list[Waiting]:
+        with self._lock:
+            waiting = [_summary(op_id, op) for op_id, op in self._operations.items()]
+        by_reason: dict[str, list[datetime]] = {}
+        for s in waiting:
+            if s.reason is not None:
+                by_reason.setdefault(s.reason, []).append(s.updated_at)
+        return [Waiting(reason, len(times), min(times))
+                for reason, times in sorted(by_reason.items())]
 
     def ready(self) -> None:
         return None
@@ -216,13 +230,14 @@ class MemoryStore:
         facts, state = op.facts(), op.state
         scheduled = rule(facts, self.contract(facts.intent.provider), state.probe_count + 1)
         was_escalated = state.escalated
-        _cache(state, scheduled.decision, now)
+        changed = _cache(state, scheduled.decision, now)
         if state.lease_holder == holder:
             state.probe_count += 1
             state.next_probe_at = scheduled.next_probe_at
             state.escalated = state.escalated or scheduled.escalate
             state.lease_holder = state.lease_expires_at = None
-        return Conclusion(facts, scheduled.decision, was_escalated, scheduled.escalate)
+        return Conclusion(facts, scheduled.decision, was_escalated, scheduled.escalate,
+                          changed)
 
     def _claim_due(self, holder: str, now: datetime, lease_s: float,
                    limit: int) -> list[Intent]:
@@ -247,11 +262,22 @@ def _due(op: _Operation, now: datetime) -> bool:
             and bool(op.attempts) and (state.next_probe_at is None or state.next_probe_at <= now))
 
 
-def _cache(state: _State, decision: Decision, now: datetime) -> None:
-    """Only a change is written: `updated_at` says when the verdict last changed."""
+def _cache(state: _State, decision: Decision, now: datetime) -> bool:
+    """Only a change is written: `updated_at` says when the verdict last changed. Whether the
+    verdict changed (a transition)."""
     verdict, action = decision.verdict.value, decision.next_action
+    changed = state.verdict != verdict
     if (state.verdict, state.next_action) != (verdict, action):
         state.verdict, state.next_action, state.updated_at = verdict, action, now
+    return changed
+
+
+def _summary(op_id: str, op: _Operation) -> OperationSummary:
+    state = op.state
+    reason = reason_of(state.verdict, state.next_action, state.escalated)
+    return OperationSummary(op_id, op.intent.provider, op.intent.action, state.verdict,
+                            state.next_action, state.escalated, state.updated_at,
+                            reason.value if reason else None)
 
 
 def _kept(evidence: Evidence) -> Evidence:

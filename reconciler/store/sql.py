@@ -8,13 +8,25 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, Insert, Table, bindparam, insert
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    Insert,
+    Table,
+    and_,
+    bindparam,
+    case,
+    func,
+    insert,
+    not_,
+    or_,
+)
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
+from reconciler.attention import MUST_ACT, RULES, Reason, reason_of
 from reconciler.domain import (
     Attempt,
-    Decision,
     Evidence,
     Facts,
     Intent,
@@ -27,7 +39,7 @@ from reconciler.errors import (
     StoreUnavailableError,
     UnknownOperationError,
 )
-from reconciler.ports import FIRST_DECISION, OperationSummary, Rule
+from reconciler.ports import FIRST_DECISION, Decided, OperationSummary, Rule, Waiting
 from reconciler.store import rows
 from reconciler.store.commits import GroupCommitter, Write
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, ProviderRow, StateRow
@@ -156,11 +168,9 @@ class SqlStore:
             s.merge(rows.provider_row(contract))
         self._contracts[contract.name] = contract
 
-    def decide(self, operation_id: str, rule: Rule,
-               now: datetime) -> tuple[Facts, Decision, bool]:
+    def decide(self, operation_id: str, rule: Rule, now: datetime) -> Decided:
         """Apply `rule` to the operation's facts and contract and cache its decision, all in one
         transaction: the cached verdict is always the one the facts it was drawn from give.
-        Returns the facts, the decision, and whether the operation is escalated.
 
         Only a change is written: a verdict read again (every GET, every gate question) must not
         cost a durable write, and `updated_at` keeps saying when the verdict last changed.
@@ -171,9 +181,10 @@ class SqlStore:
             state = s.get(StateRow, operation_id)
             assert state is not None  # born with the intent (record_intent)
             verdict, action = decision.verdict.value, decision.next_action
+            changed = state.verdict != verdict
             if (state.verdict, state.next_action) != (verdict, action):
                 state.verdict, state.next_action, state.updated_at = verdict, action, now
-            return facts, decision, state.escalated
+            return Decided(facts, decision, state.escalated, changed)
 
     def _facts(self, s: Session, operation_id: str) -> Facts:
         intent = self._require(s, operation_id)
@@ -193,21 +204,35 @@ class SqlStore:
         return cached
 
     def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
+                        provider: str | None = None, attention: bool | None = None,
                         after: str | None = None, limit: int = 50) -> list[OperationSummary]:
-        """Operations in id order, `limit` at a time, starting after the `after` cursor."""
+        """Operations in id order, `limit` at a time, starting after the `after` cursor. Each
+        filter leads an index that ends in the id (migration 0005): a page reads `limit` rows."""
         query = select(IntentRow, StateRow).join(
             StateRow, col(StateRow.operation_id) == col(IntentRow.operation_id))
         if verdict is not None:
             query = query.where(StateRow.verdict == verdict)
+        if provider is not None:
+            query = query.where(IntentRow.provider == provider)
         if escalated is not None:
-            query = query.where(StateRow.escalated == escalated)
+            acting = _any_reason(MUST_ACT)
+            query = query.where(acting if escalated else not_(acting))
+        if attention is not None:
+            looking = _any_reason(frozenset(Reason))
+            query = query.where(looking if attention else not_(looking))
         if after is not None:
-            query = query.where(col(IntentRow.operation_id) > after)
-        query = query.order_by(col(IntentRow.operation_id)).limit(limit)
+            query = query.where(col(StateRow.operation_id) > after)
+        query = query.order_by(col(StateRow.operation_id)).limit(limit)
         with self.session() as s:
-            return [OperationSummary(i.operation_id, i.provider, i.action, st.verdict,
-                                     st.next_action, st.escalated, st.updated_at)
-                    for i, st in s.exec(query).all()]
+            return [_summary(i, st) for i, st in s.exec(query).all()]
+
+    def waiting_on_human(self) -> list[Waiting]:
+        reason = case(*[(_holds(needs), r.value) for r, needs in RULES])
+        query = (select(reason, func.count(), func.min(StateRow.updated_at))
+                 .where(_any_reason(frozenset(Reason))).group_by(reason).order_by(reason))
+        with self.session() as s:
+            # min() keeps its argument's type: the times come back as UTC-aware datetimes.
+            return [Waiting(r, n, oldest) for r, n, oldest in s.execute(query).all()]
 
     def ready(self) -> None:
         try:
@@ -224,6 +249,29 @@ class SqlStore:
                 f"no intent is recorded for operation {operation_id!r}; record the intent "
                 "before its attempts and evidence", operation_id=operation_id)
         return intent
+
+
+def _holds(needs: dict[str, str | bool]) -> ColumnElement[bool]:
+    """An attention rule's fields, as a condition on the state row."""
+    return and_(*[getattr(StateRow, name) == value for name, value in needs.items()])
+
+
+def _any_reason(reasons: frozenset[Reason]) -> ColumnElement[bool]:
+    """The reason is one of `reasons`: the first rule that holds decides the reason, so a rule
+    counts only where no earlier rule outside `reasons` holds."""
+    conditions = []
+    for n, (reason, needs) in enumerate(RULES):
+        if reason in reasons:
+            earlier = [_holds(e) for r, e in RULES[:n] if r not in reasons]
+            conditions.append(and_(_holds(needs), *[not_(c) for c in earlier]))
+    return or_(*conditions)
+
+
+def _summary(intent: IntentRow, state: StateRow) -> OperationSummary:
+    reason = reason_of(state.verdict, state.next_action, state.escalated)
+    return OperationSummary(intent.operation_id, intent.provider, intent.action, state.verdict,
+                            state.next_action, state.escalated, state.updated_at,
+                            reason.value if reason else None)
 
 
 @contextmanager
