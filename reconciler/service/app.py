@@ -10,6 +10,7 @@ from reconciler.ledger import Ledger
 from reconciler.runtime.agent import Agent, load_agent
 from reconciler.service import health, operations, run_list, runs, webhooks
 from reconciler.service.auth import BearerAuth
+from reconciler.service.http_metrics import HttpMetrics
 from reconciler.service.intake import BodyIntake
 from reconciler.service.openapi import install_docs, install_openapi
 from reconciler.service.problems import (
@@ -56,4 +57,5 @@ def create_app(settings: Settings, *, ledger: Ledger | None = None,
     if settings.token is not None:
         app.add_middleware(BearerAuth, token=settings.token)
     app.add_middleware(SafetyNet)
+    app.add_middleware(HttpMetrics)
     return app

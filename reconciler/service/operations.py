@@ -25,7 +25,7 @@ from reconciler.domain import (
 )
 from reconciler.errors import IntentConflictError
 from reconciler.gate import GateResult, RetryRequest
-from reconciler.metrics import ATTEMPTS, INTENTS, RETRY_DECISIONS, VERDICTS
+from reconciler.metrics import ATTEMPTS, INTENTS, RETRY_DECISIONS
 from reconciler.schemas import (
     IDENT_PATTERN,
     ApprovalIn,
@@ -170,7 +170,6 @@ def ask_retry(operation_id: OperationId, body: RetryIn, wiring: Wired) -> RetryO
     answer = wiring.gate.ask(RetryRequest(operation_id, body.idempotency_key, body.request_hash,
                                       holder))
     RETRY_DECISIONS.labels(result=answer.result.value).inc()
-    VERDICTS.labels(verdict=answer.verdict.value).inc()
     out = retry_out(answer, holder)
     kind = {GateResult.IN_PROGRESS: RETRY_IN_PROGRESS,
             GateResult.MISMATCH: RETRY_MISMATCH}.get(answer.result)
