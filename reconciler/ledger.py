@@ -148,6 +148,13 @@ class Ledger:
         return self._told(Judgement(decided.facts, decided.decision, at, decided.escalated,
                                     decided.changed))
 
+    def preview(self, operation_id: str, evidence: Evidence) -> Decision:
+        """The decision `evidence` would give if it were recorded now; nothing is recorded
+        (the console's "what happens next" before a person confirms a decision)."""
+        facts = self.store.facts(operation_id)
+        with_it = replace(facts, evidence=(*facts.evidence, evidence))
+        return evaluate(with_it, self.store.contract(facts.intent.provider), self.clock())
+
     def conclude(self, leases: Leases, holder: str, rounds: Sequence[Round],
                  policy: SweepPolicy, *, claim: int = 0
                  ) -> tuple[list[Judgement], list[Intent], int]:

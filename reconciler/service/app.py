@@ -9,7 +9,6 @@ from fastapi import FastAPI
 from reconciler.ledger import Ledger
 from reconciler.runtime.agent import Agent, load_agent
 from reconciler.service import health, operations, run_list, runs, webhooks
-from reconciler.service.auth import BearerAuth
 from reconciler.service.http_metrics import HttpMetrics
 from reconciler.service.intake import BodyIntake
 from reconciler.service.openapi import install_docs, install_openapi
@@ -20,6 +19,8 @@ from reconciler.service.problems import (
     problem_responses,
 )
 from reconciler.service.settings import Settings
+from reconciler.service.ui.access import CONSOLE_PREFIX, BearerExceptConsole
+from reconciler.service.ui.routes import install_console
 from reconciler.service.wiring import build_wiring, lifespan
 from reconciler.sweep import ProbeLookup
 
@@ -52,10 +53,13 @@ def create_app(settings: Settings, *, ledger: Ledger | None = None,
     runs.install_run_problems(app)
     install_openapi(app, bearer=settings.token is not None)
     install_docs(app, settings.docs_assets)
+    install_console(app, settings.token)
     # Added innermost first: the safety net wraps everything, auth runs before any body is read.
-    app.add_middleware(BodyIntake, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyIntake, max_body_bytes=settings.max_body_bytes,
+                       forms_under=CONSOLE_PREFIX + "/")
     if settings.token is not None:
-        app.add_middleware(BearerAuth, token=settings.token)
+        # The console (/ui) signs operators in with the same credential and keeps a session.
+        app.add_middleware(BearerExceptConsole, token=settings.token)
     app.add_middleware(SafetyNet)
     app.add_middleware(HttpMetrics)
     return app
