@@ -31,7 +31,7 @@ from reconciler.domain import (
 )
 from reconciler.verdicts import reconcile_deadline
 
-WIDTH, HEIGHT, LEFT, RIGHT = 960, 170, 40, 30
+WIDTH, HEIGHT, LEFT, RIGHT = 960, 170, 70, 30
 LANES = {"dispatch": 45, "provider": 85, "human": 125}
 
 
@@ -99,11 +99,10 @@ def timeline_svg(facts: Facts, contract: ProviderContract, now: datetime) -> str
              f'dispatch</title></rect>']
     for lane, y in LANES.items():
         parts.append(f'<line class="lane" x1="{LEFT}" y1="{y}" x2="{WIDTH - RIGHT}" y2="{y}"/>'
-                     f'<text class="lane-name" x="2" y="{y + 4}">{lane[:5]}</text>')
+                     f'<text class="lane-name" x="2" y="{y + 4}">{lane}</text>')
     parts.append(f'<line class="deadline" x1="{x(deadline):.1f}" y1="15" x2="{x(deadline):.1f}" '
                  f'y2="150"><title>reconcile deadline {escape(str(deadline))}</title></line>'
-                 f'<text class="deadline-label" x="{x(deadline) - 4:.1f}" y="12" '
-                 f'text-anchor="end">deadline</text>')
+                 f'<text class="deadline-label" x="{x(deadline) + 4:.1f}" y="12">deadline</text>')
     if start <= now <= end:
         parts.append(f'<line class="now" x1="{x(now):.1f}" y1="20" x2="{x(now):.1f}" '
                      f'y2="150"><title>now</title></line>')
