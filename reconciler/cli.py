@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from reconciler.fixtures import fixture_files
+from reconciler.ops import ops
 from reconciler.replay import ExpectResult, ReplayReport, replay
 from reconciler.schedule import DEFAULT_POLICY
 
@@ -20,6 +21,9 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,
 )
+
+app.add_typer(ops, name="ops")
+
 
 @app.callback()
 def _root() -> None:

@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"store", "ledger", "probes"},                              # facts kept; the one door
     {"gate", "sweep"},                                          # built on the ledger
     {"runtime", "client", "replay", "sandbox"},                 # drivers of the above
-    {"service", "demo", "testing"},                             # what a user runs or imports
+    {"service", "demo", "testing", "ops"},                      # what a user runs or imports
     {"chaos"},                                                  # the demo's agents, killed
     {"cli"},                                                    # the command line
     {"__main__", "__init__"},                                   # entry points
