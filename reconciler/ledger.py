@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from reconciler.domain import Attempt, Decision, Evidence, Facts, Intent, ProviderContract
 from reconciler.errors import AttemptConflictError, FactTimeError, UnknownOperationError
 from reconciler.ports import FIRST_DECISION, Leases, Round, Scheduled, Store
+from reconciler.retention import SETTLED, removable
 from reconciler.schedule import SweepPolicy, next_round
 from reconciler.verdicts import evaluate
 
@@ -154,6 +155,30 @@ class Ledger:
         facts = self.store.facts(operation_id)
         with_it = replace(facts, evidence=(*facts.evidence, evidence))
         return evaluate(with_it, self.store.contract(facts.intent.provider), self.clock())
+
+    def remove_settled(self, before: datetime, *, after: str | None = None, limit: int = 500,
+                       removing: Callable[[Judgement], None] | None = None
+                       ) -> tuple[list[Judgement], str | None]:
+        """Remove a batch of settled operations decided before `before` that retention allows
+        (retention.removable), deciding each afresh in the removing transaction: one whose
+        facts no longer give a settled verdict stays. `removing` hears of each before the
+        transaction commits (an export: if it raises, nothing is removed). What was removed,
+        as judged when it was, and the cursor to go on from (None: done)."""
+        now = self.clock()
+        decided: dict[str, Decision] = {}
+
+        def gone(facts: Facts, contract: ProviderContract, at: datetime) -> bool:
+            decision = evaluate(facts, contract, at)
+            decided[facts.intent.operation_id] = decision
+            remove = decision.verdict.value in SETTLED and removable(facts, contract, at)
+            if remove and removing is not None:
+                removing(Judgement(facts, decision, at, escalated=False))
+            return remove
+
+        removed, cursor = self.store.remove_settled(before, now, gone, after=after,
+                                                    limit=limit)
+        return [Judgement(f, decided[f.intent.operation_id], now, escalated=False)
+                for f in removed], cursor
 
     def conclude(self, leases: Leases, holder: str, rounds: Sequence[Round],
                  policy: SweepPolicy, *, claim: int = 0

@@ -51,6 +51,10 @@ class Scheduled:
     escalate: bool
 
 
+#: Whether a settled operation may be removed (retention.removable); runs in the store's
+#: transaction and must not touch the store.
+Removable = Callable[[Facts, ProviderContract, datetime], bool]
+
 #: The outcome of a probe round from its operation's facts (this round's evidence included),
 #: its contract and the round's number (1 for the first). It runs inside the store's
 #: transaction: it must not touch the store.
@@ -172,6 +176,15 @@ class Store(Protocol):
         """Operations in id order, `limit` at a time, starting after the `after` cursor.
         `escalated`: a human must act (attention.must_act); `attention`: any reason to look
         (attention.reason_of). Each summary carries its reason."""
+        ...
+
+    def remove_settled(self, before: datetime, now: datetime, keep_unless: Removable, *,
+                       after: str | None = None, limit: int = 500
+                       ) -> tuple[list[Facts], str | None]:
+        """In one transaction: of up to `limit` settled operations (retention.SETTLED) whose
+        verdict was decided before `before`, in id order after the `after` cursor, remove
+        every one `keep_unless` allows (facts, contract, now), with all its facts. The facts
+        removed, and the cursor to go on from (None when no more were examined)."""
         ...
 
     def waiting_on_human(self) -> list[Waiting]:

@@ -16,10 +16,10 @@ LAYERS: list[set[str]] = [
     {"domain", "errors", "serving", "metrics"},                 # plain facts, no rules
     {"hashing", "verdicts", "runs", "outcomes", "schemas",      # pure rules and wire shapes
      "fixtures"},
-    {"ports", "attention"},                                     # the seams; what waits on a human
+    {"ports", "attention", "retention"},                        # the seams; humans; forgetting
     {"schedule"},                                               # pure probe scheduling
     {"store", "ledger", "probes"},                              # facts kept; the one door
-    {"gate", "sweep"},                                          # built on the ledger
+    {"gate", "sweep", "prune"},                                 # built on the ledger
     {"runtime", "client", "replay", "sandbox"},                 # drivers of the above
     {"service", "demo", "testing", "ops"},                      # what a user runs or imports
     {"chaos"},                                                  # the demo's agents, killed

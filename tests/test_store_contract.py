@@ -224,6 +224,32 @@ def test_waiting_on_human_counts_by_reason_since_the_oldest(store: Store,
                        ("duplicate_effect", 1, t(6))}
 
 
+def test_remove_settled_removes_what_the_rule_allows_with_its_facts(store: Store) -> None:
+    store.put_contract(CONTRACT)
+    for op in ("op-a", "op-b", "op-c"):
+        store.record_intent(op_intent(op))
+        store.record_evidence(replace(receipt(1), operation_id=op))
+        store.decide(op, evaluate, t(2))
+    store.record_intent(op_intent("op-open"))
+    seen: list[str] = []
+
+    def all_but_b(facts: object, contract: ProviderContract, now: object) -> bool:
+        op = facts.intent.operation_id  # type: ignore[attr-defined]
+        seen.append(op)
+        return bool(op != "op-b")
+
+    removed, cursor = store.remove_settled(t(3), t(10), all_but_b, limit=2)
+    assert [f.intent.operation_id for f in removed] == ["op-a"] and cursor == "op-b"
+    assert len(removed[0].evidence) == 1
+    removed, cursor = store.remove_settled(t(3), t(10), all_but_b, after=cursor, limit=2)
+    assert [f.intent.operation_id for f in removed] == ["op-c"] and cursor is None
+    assert seen == ["op-a", "op-b", "op-c"]  # never the undecided one
+    assert [o.operation_id for o in store.list_operations()] == ["op-b", "op-open"]
+    with pytest.raises(UnknownOperationError):
+        store.facts("op-a")
+    assert store.remove_settled(t(2), t(10), all_but_b) == ([], None)  # decided at t(2)
+
+
 def test_a_store_answers_ready(store: Store) -> None:
     store.ready()
 

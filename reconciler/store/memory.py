@@ -32,11 +32,13 @@ from reconciler.ports import (
     Conclusion,
     Decided,
     OperationSummary,
+    Removable,
     Round,
     RoundRule,
     Rule,
     Waiting,
 )
+from reconciler.retention import SETTLED
 
 
 @dataclass(slots=True)
@@ -148,6 +150,19 @@ class MemoryStore:
                       == escalated)
                   and (attention is None or (s.reason is not None) == attention)]
         return sorted(chosen, key=lambda s: s.operation_id)[:limit]
+
+    def remove_settled(self, before: datetime, now: datetime, keep_unless: Removable, *,
+                       after: str | None = None, limit: int = 500
+                       ) -> tuple[list[Facts], str | None]:
+        with self._lock:
+            ids = sorted(op_id for op_id, op in self._operations.items()
+                         if op.state.verdict in SETTLED and op.state.updated_at < before
+                         and (after is None or op_id > after))[:limit]
+            removed = [facts for facts in (self._operations[op].facts() for op in ids)
+                       if keep_unless(facts, self.contract(facts.intent.provider), now)]
+            for facts in removed:
+                del self._operations[facts.intent.operation_id]
+        return removed, ids[-1] if len(ids) == limit else None
 
     def waiting_on_human(self) -> list[Waiting]:
         with self._lock:

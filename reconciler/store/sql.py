@@ -16,6 +16,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    delete,
     func,
     insert,
     not_,
@@ -39,7 +40,15 @@ from reconciler.errors import (
     StoreUnavailableError,
     UnknownOperationError,
 )
-from reconciler.ports import FIRST_DECISION, Decided, OperationSummary, Rule, Waiting
+from reconciler.ports import (
+    FIRST_DECISION,
+    Decided,
+    OperationSummary,
+    Removable,
+    Rule,
+    Waiting,
+)
+from reconciler.retention import SETTLED
 from reconciler.store import rows
 from reconciler.store.commits import GroupCommitter, Write
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, ProviderRow, StateRow
@@ -225,6 +234,31 @@ class SqlStore:
         query = query.order_by(col(StateRow.operation_id)).limit(limit)
         with self.session() as s:
             return [_summary(i, st) for i, st in s.exec(query).all()]
+
+    def remove_settled(self, before: datetime, now: datetime, keep_unless: Removable, *,
+                       after: str | None = None, limit: int = 500
+                       ) -> tuple[list[Facts], str | None]:
+        query = select(StateRow.operation_id).where(
+            col(StateRow.verdict).in_(SETTLED), col(StateRow.updated_at) < before)
+        if after is not None:
+            query = query.where(col(StateRow.operation_id) > after)
+        query = query.order_by(col(StateRow.operation_id)).limit(limit)
+        with self.session() as s:
+            ids = list(s.exec(query.with_for_update()).all()
+                       if self.engine.dialect.name == "postgresql" else s.exec(query).all())
+            if not ids:
+                return [], None
+            intents = {i.operation_id: rows.intent_of(i) for i in s.exec(
+                select(IntentRow).where(col(IntentRow.operation_id).in_(ids)))}
+            attempts, evidence = recorded(s, ids)
+            removed = [facts for facts in (
+                Facts(intents[op], tuple(attempts[op]), tuple(evidence[op])) for op in ids)
+                if keep_unless(facts, self.contract_in(s, facts.intent.provider), now)]
+            gone = [f.intent.operation_id for f in removed]
+            if gone:
+                for table in (EvidenceRow, AttemptRow, StateRow, IntentRow):
+                    s.execute(delete(table).where(col(table.operation_id).in_(gone)))
+        return removed, ids[-1] if len(ids) == limit else None
 
     def waiting_on_human(self) -> list[Waiting]:
         reason = case(*[(_holds(needs), r.value) for r, needs in RULES])
