@@ -8,6 +8,8 @@ from pathlib import Path
 
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.wait import WebDriverWait
 
 from reconciler.domain import Approval, Resolution, Verdict
 from reconciler.runs.events import EventKind
@@ -17,11 +19,22 @@ from console_harness import browser, console_sidecar
 from sidecar_client import TOKEN
 
 
+def submit(driver: WebDriver, button_id: str, by: str = By.ID) -> None:
+    """Click a button or link and wait for the next page (a click returns before it loads)."""
+    button = driver.find_element(by, button_id)
+    button.click()
+    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(button))
+
+
+def follow(driver: WebDriver, link_text: str) -> None:
+    submit(driver, link_text, By.LINK_TEXT)
+
+
 def sign_in(driver: WebDriver, url: str) -> None:
     driver.get(url + "/ui")
     assert "/ui/login" in driver.current_url
     driver.find_element(By.ID, "credential").send_keys(TOKEN)
-    driver.find_element(By.ID, "sign-in").click()
+    submit(driver, "sign-in")
     assert driver.current_url.endswith("/ui/queue")
     assert driver.find_element(By.ID, "operator").text == "admin"
 
@@ -35,21 +48,21 @@ def test_an_operator_resolves_an_escalated_operation(tmp_path: Path) -> None:
         sign_in(driver, console.url)
         [late] = [row for row in queue_rows(driver) if "late" in row]
         assert "escalate_to_human" in late and "a human decides" in late
-        driver.find_element(By.LINK_TEXT, "late").click()
+        follow(driver, "late")
         assert driver.find_element(By.ID, "verdict").text == "indeterminate"
         timeline = driver.find_element(By.CSS_SELECTOR, "#timeline svg")
         assert timeline.find_elements(By.CSS_SELECTOR, "circle.attempt")
         assert timeline.find_elements(By.CSS_SELECTOR, "line.deadline")
         driver.find_element(By.ID, "action-resolve_applied").click()
         driver.find_element(By.ID, "note").send_keys("charge ch_9 seen in the dashboard")
-        driver.find_element(By.ID, "review").click()
+        submit(driver, "review")
         what_next = driver.find_element(By.ID, "what-next").text
         assert "verified_applied" in what_next and "no retry will be granted" in what_next
-        driver.find_element(By.ID, "confirm").click()
+        submit(driver, "confirm")
         assert "Recorded" in driver.find_element(By.ID, "flash").text
         assert driver.find_element(By.ID, "verdict").text == "verified_applied"
         assert driver.find_elements(By.CSS_SELECTOR, "#timeline circle.resolution")
-        driver.find_element(By.LINK_TEXT, "Needs a human").click()
+        follow(driver, "Needs a human")
         assert not [row for row in queue_rows(driver) if "late" in row]
     [resolution] = console.store.facts("late").of(Resolution)
     assert (resolution.verdict, resolution.actor, resolution.note) == (
@@ -61,14 +74,14 @@ def test_an_operator_approves_the_retry_a_run_waits_for(tmp_path: Path) -> None:
         sign_in(driver, console.url)
         [waiting] = [row for row in queue_rows(driver) if "r1" in row]
         assert "awaiting_approval" in waiting
-        driver.find_element(By.LINK_TEXT, "r1").click()
+        follow(driver, "r1")
         assert driver.find_element(By.ID, "state").text == "awaiting_approval"
         assert '"text": "hi"' in driver.find_element(By.ID, "arguments").text
         driver.find_element(By.ID, "action-not_applied").click()
         driver.find_element(By.ID, "note").send_keys("not in the channel")
-        driver.find_element(By.ID, "review").click()
+        submit(driver, "review")
         assert "sent again" in driver.find_element(By.ID, "what-next").text
-        driver.find_element(By.ID, "confirm").click()
+        submit(driver, "confirm")
         assert driver.find_element(By.ID, "state").text == "completed"
     assert console.send.attempts == [1, 2]
     events = SqlJournal(console.store).events("r1")
