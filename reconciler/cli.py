@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from reconciler.fixtures import fixture_files
+from reconciler.ops import ops
 from reconciler.replay import ExpectResult, ReplayReport, replay
 from reconciler.schedule import DEFAULT_POLICY
 
@@ -20,6 +21,9 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,
 )
+
+app.add_typer(ops, name="ops")
+
 
 @app.callback()
 def _root() -> None:
@@ -234,6 +238,45 @@ def run_key_command() -> None:
     from reconciler.store.sealing import new_key
 
     typer.echo(new_key())
+
+
+@app.command("prune")
+def prune_command(
+    settled_before: Annotated[str, typer.Option(
+        "--settled-before", help="remove operations settled longer ago than this: 30d, 12h, "
+        "90m, 45s, 2w")],
+    export: Annotated[Path | None, typer.Option(
+        help="write what is removed to this file first, as SPEC NDJSON (replayable with "
+             "`reconciler replay`); appended to if it exists")] = None,
+    db: Annotated[str | None, typer.Option(
+        help="SQLAlchemy URL of the receipt store [env RECONCILER_DB; default "
+             "sqlite:///reconciler.db]")] = None,
+) -> None:
+    """Remove settled operations (verified_applied, verified_not_applied) decided before the
+    cut-off, in small batches; never undecided, escalated or human-queue operations, nor any
+    inside its provider's key retention window."""
+    import os
+    from datetime import UTC, datetime
+
+    from reconciler.ledger import Ledger
+    from reconciler.prune import DurationError, parse_duration, prune
+    from reconciler.store.schema import DEFAULT_URL, open_store
+
+    try:
+        window = parse_duration(settled_before)
+    except DurationError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    store = open_store(db or os.environ.get("RECONCILER_DB") or DEFAULT_URL)
+    ledger = Ledger(store)
+    cut_off = datetime.now(UTC) - window
+    if export is None:
+        removed = prune(ledger, cut_off)
+    else:
+        with export.open("a", encoding="utf-8") as out:
+            removed = prune(ledger, cut_off, out)
+    typer.echo(f"removed {removed} settled operation(s) decided before {cut_off:%Y-%m-%d %H:%M}"
+               + (f"; written to {export}" if export else ""))
 
 
 @app.command("serve")

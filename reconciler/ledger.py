@@ -14,7 +14,7 @@ the facts they were decided from.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
@@ -30,6 +30,7 @@ from reconciler.domain import (
 )
 from reconciler.errors import AttemptConflictError, FactTimeError, UnknownOperationError
 from reconciler.ports import FIRST_DECISION, Delivery, Leases, Round, Scheduled, Store
+from reconciler.retention import SETTLED, removable
 from reconciler.schedule import SweepPolicy, due_after, due_on_dispatch, next_round
 from reconciler.verdicts import evaluate
 
@@ -61,6 +62,9 @@ class Judgement:
     at: datetime
     #: Handed to a human by a sweeper (deadline or probe budget spent); never probed again.
     escalated: bool
+    #: The operation's cached verdict changed with this judgement (a transition, not a read):
+    #: how it came about, not what it says, so two judgements of the same facts compare equal.
+    changed: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,12 +75,25 @@ class Recorded:
     judgement: Judgement
 
 
-class Ledger:
-    """Records facts about operations and decides their verdicts."""
+#: Told of every verdict transition: an operation's cached verdict entered a new value.
+TransitionObserver = Callable[[Judgement], None]
 
-    def __init__(self, store: Store, clock: Callable[[], datetime] = utcnow) -> None:
+
+class Ledger:
+    """Records facts about operations and decides their verdicts. `on_transition` hears of
+    each verdict that changes (a new intent's first verdict included), whoever caused it:
+    the service counts them (reconciler_verdicts_total) without the store knowing of metrics."""
+
+    def __init__(self, store: Store, clock: Callable[[], datetime] = utcnow,
+                 on_transition: TransitionObserver | None = None) -> None:
         self.store = store
         self.clock = clock
+        self.on_transition = on_transition
+
+    def _told(self, judgement: Judgement) -> Judgement:
+        if judgement.changed and self.on_transition is not None:
+            self.on_transition(judgement)
+        return judgement
 
     def time_of(self, given: datetime | None, *, ahead_ok: bool = False) -> datetime:
         """The time of a fact a caller reports: its own when given (in UTC), else the
@@ -110,7 +127,12 @@ class Ledger:
             facts = Facts(intent)
             decision = evaluate(facts, self.store.contract(intent.provider), at)
             if (decision.verdict, decision.next_action) == FIRST_DECISION:
-                return Recorded(True, Judgement(facts, decision, at, escalated=False))
+                return Recorded(True, self._told(Judgement(facts, decision, at, escalated=False,
+                                                           changed=True)))
+            # The store cached the first decision with the intent: that is a transition too.
+            verdict, action = FIRST_DECISION
+            self._told(Judgement(facts, Decision(verdict, (), action, False), at,
+                                 escalated=False, changed=True))
         return Recorded(created, self.judge(intent.operation_id))
 
     def record_attempt(self, attempt: Attempt, *, stamped: bool = False) -> Recorded:
@@ -170,8 +192,40 @@ class Ledger:
     def judge(self, operation_id: str, now: datetime | None = None) -> Judgement:
         """Decide the verdict from everything recorded, and cache it in the store."""
         at = now or self.clock()
-        facts, decision, escalated = self.store.decide(operation_id, _decided, at)
-        return Judgement(facts, decision, at, escalated)
+        decided = self.store.decide(operation_id, _decided, at)
+        return self._told(Judgement(decided.facts, decided.decision, at, decided.escalated,
+                                    decided.changed))
+
+    def preview(self, operation_id: str, evidence: Evidence) -> Decision:
+        """The decision `evidence` would give if it were recorded now; nothing is recorded
+        (the console's "what happens next" before a person confirms a decision)."""
+        facts = self.store.facts(operation_id)
+        with_it = replace(facts, evidence=(*facts.evidence, evidence))
+        return evaluate(with_it, self.store.contract(facts.intent.provider), self.clock())
+
+    def remove_settled(self, before: datetime, *, after: str | None = None, limit: int = 500,
+                       removing: Callable[[Judgement], None] | None = None
+                       ) -> tuple[list[Judgement], str | None]:
+        """Remove a batch of settled operations decided before `before` that retention allows
+        (retention.removable), deciding each afresh in the removing transaction: one whose
+        facts no longer give a settled verdict stays. `removing` hears of each before the
+        transaction commits (an export: if it raises, nothing is removed). What was removed,
+        as judged when it was, and the cursor to go on from (None: done)."""
+        now = self.clock()
+        decided: dict[str, Decision] = {}
+
+        def gone(facts: Facts, contract: ProviderContract, at: datetime) -> bool:
+            decision = evaluate(facts, contract, at)
+            decided[facts.intent.operation_id] = decision
+            remove = decision.verdict.value in SETTLED and removable(facts, contract, at)
+            if remove and removing is not None:
+                removing(Judgement(facts, decision, at, escalated=False))
+            return remove
+
+        removed, cursor = self.store.remove_settled(before, now, gone, after=after,
+                                                    limit=limit)
+        return [Judgement(f, decided[f.intent.operation_id], now, escalated=False)
+                for f in removed], cursor
 
     def conclude(self, leases: Leases, holder: str, rounds: Sequence[Round],
                  policy: SweepPolicy, *, claim: int = 0
@@ -188,7 +242,8 @@ class Ledger:
 
         ended, intents = leases.conclude(holder, rounds, rule, now, claim=claim,
                                          lease_s=policy.lease_s)
-        judgements = [Judgement(c.facts, c.decision, now, c.was_escalated or c.escalate)
+        judgements = [self._told(Judgement(c.facts, c.decision, now,
+                                           c.was_escalated or c.escalate, c.changed))
                       for c in ended]
         return judgements, intents, sum(c.escalate and not c.was_escalated for c in ended)
 

@@ -52,6 +52,10 @@ class Scheduled:
 Rule = Callable[[Facts, ProviderContract, datetime], Scheduled]
 
 
+#: Whether a settled operation may be removed (retention.removable); runs in the store's
+#: transaction and must not touch the store.
+Removable = Callable[[Facts, ProviderContract, datetime], bool]
+
 #: The outcome of a probe round from its operation's facts (this round's evidence included),
 #: its contract and the round's number (1 for the first). It runs inside the store's
 #: transaction: it must not touch the store.
@@ -76,6 +80,8 @@ class Conclusion:
     was_escalated: bool
     #: Escalated by this round (deadline or probe budget spent).
     escalate: bool
+    #: The cached verdict changed with this round (a transition, not a re-read).
+    changed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +106,44 @@ class OperationSummary:
     verdict: str
     next_action: str
     escalated: bool
+    updated_at: datetime
+    #: Why a human must look at it (attention.Reason), None when nothing waits on one.
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """What `Store.decide` cached: the facts, the decision drawn from them, whether a sweeper
+    has escalated the operation, and whether the cached verdict changed (a transition)."""
+
+    facts: Facts
+    decision: Decision
+    escalated: bool
+    changed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """How many operations wait on a human for one reason, and since when the oldest has."""
+
+    reason: str
+    count: int
+    oldest: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One line of the runs list (the journal's summary row, no event payloads)."""
+
+    run_id: str
+    state: str
+    turn: int
+    correlation_id: str | None
+    stop_reason: str | None
+    error_code: str | None
+    #: Runs with an operation whose verdict is false_success (SPEC 4: mark the run unhealthy).
+    unhealthy: bool
+    created_at: datetime
     updated_at: datetime
 
 
@@ -136,19 +180,21 @@ class Store(Protocol):
         """Configure (or reconfigure) a provider's contract."""
         ...
 
-    def decide(self, operation_id: str, rule: Rule,
-               now: datetime) -> tuple[Facts, Decision, bool]:
+    def decide(self, operation_id: str, rule: Rule, now: datetime) -> Decided:
         """Apply `rule` to the operation's facts and contract and cache its decision, in one
         transaction; only a change of verdict or next action is written (with the schedule
-        the rule gives; an escalated operation is never due). The facts, the decision, and
-        whether a sweeper has escalated the operation to a human."""
+        the rule gives; an escalated operation is never due). The facts, the decision, whether
+        a sweeper has escalated the operation to a human, and whether the verdict changed."""
         ...
 
     def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
+                        provider: str | None = None, attention: bool | None = None,
                         run_id: str | None = None, after: str | None = None,
                         limit: int = 50) -> list[OperationSummary]:
-        """Operations in id order, `limit` at a time, starting after the `after` cursor; only
-        those of one agent run with `run_id`."""
+        """Operations in id order, `limit` at a time, starting after the `after` cursor.
+        `escalated`: a human must act (attention.must_act); `attention`: any reason to look
+        (attention.reason_of); `run_id`: only those of one agent run. Each summary carries
+        its reason."""
         ...
 
     def providers(self, *, verdict: str | None = None) -> set[str]:
@@ -160,6 +206,20 @@ class Store(Protocol):
         """Accept a delivery id once, and record its evidence (if any) in the same
         transaction: False, with nothing written, when the id was accepted before (a replay).
         Ids older than their `keep_for` are forgotten: their signed times cannot come back."""
+        ...
+
+    def remove_settled(self, before: datetime, now: datetime, keep_unless: Removable, *,
+                       after: str | None = None, limit: int = 500
+                       ) -> tuple[list[Facts], str | None]:
+        """In one transaction: of up to `limit` settled operations (retention.SETTLED) whose
+        verdict was decided before `before`, in id order after the `after` cursor, remove
+        every one `keep_unless` allows (facts, contract, now), with all its facts. The facts
+        removed, and the cursor to go on from (None when no more were examined)."""
+        ...
+
+    def waiting_on_human(self) -> list[Waiting]:
+        """Operations that wait on a human, counted by reason (attention.reason_of), each
+        with when the longest-waiting one's verdict was decided."""
         ...
 
     def ready(self) -> None:
@@ -240,4 +300,14 @@ class Journal(Protocol):
 
     def release(self, run_id: str, holder: str) -> None:
         """Give up the run's lease if `holder` has it."""
+        ...
+
+    def list_runs(self, *, state: str | None = None, correlation_id: str | None = None,
+                  unhealthy: bool | None = None, after: str | None = None,
+                  limit: int = 50) -> list[RunSummary]:
+        """Runs in id order, `limit` at a time, starting after the `after` cursor."""
+        ...
+
+    def count_runs(self) -> list[tuple[str, int, datetime]]:
+        """Runs by state: (state, how many, when the longest-waiting one last moved)."""
         ...

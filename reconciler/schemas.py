@@ -176,7 +176,9 @@ class OperationQueryIn(_In):
     """The query of the operations list; an unknown (misspelt) filter is an error, not ignored."""
 
     verdict: Verdict | None = None
-    escalated: bool | None = None
+    escalated: bool | None = Field(None, description="true: a human must act (escalated and "
+                                   "still undecided, or next action escalate_to_human)")
+    provider: Annotated[str, Storable] | None = Field(None, min_length=1, max_length=100)
     after: Annotated[str, Storable] | None = Field(None, max_length=200,
                                                    description="next_cursor of the previous page")
     limit: int = Field(50, ge=1, le=500)
@@ -257,6 +259,9 @@ class OperationSummaryOut(BaseModel):
     next_action: str
     escalated: bool
     updated_at: datetime
+    reason: str | None = Field(None, description="why a human must look at it (escalated, "
+                               "escalate_to_human, duplicate_effect, false_success, "
+                               "await_approval); null when nothing waits on one")
 
 
 class OperationListOut(BaseModel):

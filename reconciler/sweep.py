@@ -123,6 +123,7 @@ class _Calls:
     def _record(self, call: _Call, result: Answer, ended: list[_InFlight]) -> None:
         name = call.probe.name
         metrics.PROBE_DURATION.labels(name).observe(time.monotonic() - call.started)
+        metrics.PROBE_REQUESTS.labels(call.rnd.target.provider, name).inc()
         authority = result.authority.value if isinstance(result, Observation) else "receipt"
         metrics.PROBE_RESULTS.labels(name, authority).inc()
         call.rnd.evidence.append(result)

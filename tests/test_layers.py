@@ -15,12 +15,12 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS: list[set[str]] = [
     {"domain", "errors", "serving", "metrics"},                 # plain facts, no rules
     {"hashing", "verdicts", "runs", "schemas", "fixtures"},     # pure rules and wire shapes
-    {"ports", "outcomes"},                                      # the seams; what a send saw
+    {"ports", "outcomes", "attention", "retention"},            # the seams; humans; forgetting
     {"schedule"},                                               # pure probe scheduling
     {"store", "ledger", "probes"},                              # facts kept; the one door
-    {"gate", "sweep"},                                          # built on the ledger
+    {"gate", "sweep", "prune"},                                 # built on the ledger
     {"runtime", "client", "replay", "sandbox"},                 # drivers of the above
-    {"service", "demo", "testing"},                             # what a user runs or imports
+    {"service", "demo", "testing", "ops"},                      # what a user runs or imports
     {"chaos", "configcheck", "effect_backends"},                # built on the service and demo
     {"effect"},                                                 # @effect, on either backend
     {"integrations"},                                           # the frameworks' adapters

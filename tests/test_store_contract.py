@@ -190,9 +190,9 @@ def test_deciding_caches_the_verdict_and_its_time_only_when_it_changes(store: St
     [first] = store.list_operations()
     assert (first.verdict, first.updated_at) == ("indeterminate", T0)
     store.record_evidence(receipt(10))
-    facts, decision, escalated = store.decide(OP, decided, t(11))
-    assert decision.verdict is Verdict.VERIFIED_APPLIED and not escalated
-    assert len(facts.evidence) == 1
+    result = store.decide(OP, decided, t(11))
+    assert result.decision.verdict is Verdict.VERIFIED_APPLIED and not result.escalated
+    assert len(result.facts.evidence) == 1
     store.decide(OP, decided, t(50))
     [cached] = store.list_operations()
     assert (cached.verdict, cached.next_action, cached.updated_at) == (
@@ -200,7 +200,7 @@ def test_deciding_caches_the_verdict_and_its_time_only_when_it_changes(store: St
 
 
 def test_list_operations_filters_by_verdict_and_pages_by_cursor(store: Store) -> None:
-    ledger = Ledger(store)
+    ledger = Ledger(store, clock=lambda: t(1))
     for n in range(5):
         ledger.record_intent(Intent(f"op-{n}", H0, K0, "pay", "charge", Effect.READ_ONLY, T0))
     page = store.list_operations(verdict="indeterminate", limit=2)
@@ -218,6 +218,89 @@ def test_the_providers_of_stored_operations_are_listed_by_verdict(store: Store) 
     assert store.providers() == {"pay", "mail"}
     assert store.providers(verdict="indeterminate") == {"pay", "mail"}
     assert store.providers(verdict="verified_applied") == set()
+
+
+def test_deciding_tells_whether_the_verdict_changed(store: Store) -> None:
+    store.put_contract(CONTRACT)
+    store.record_intent(intent())
+    assert store.decide(OP, decided, t(1)).changed is False  # indeterminate, as recorded
+    store.record_evidence(receipt(10))
+    assert store.decide(OP, decided, t(11)).changed is True
+    assert store.decide(OP, decided, t(12)).changed is False  # read again: no transition
+
+
+def _needing_humans(store: Store, leases: Leases) -> None:
+    """op-esc escalated by a sweeper, op-late past its deadline, op-dup two effects, op-ok
+    settled."""
+    dispatched(store, "op-esc", "op-late", "op-dup", "op-ok")
+    assert leases.claim("op-esc", "s1", t(3), 60)
+    leases.conclude("s1", [Round(op_intent("op-esc"), [])], escalating, t(4))
+    store.decide("op-late", decided, t(700))
+    store.record_evidence(replace(probe(5, Authority.AUTHORITATIVE, "ch_1", "ch_2"),
+                                  operation_id="op-dup"))
+    store.decide("op-dup", decided, t(6))
+    store.record_evidence(replace(receipt(7), operation_id="op-ok"))
+    store.decide("op-ok", decided, t(8))
+
+
+def test_escalated_means_a_human_must_act_and_says_why(store: Store, leases: Leases) -> None:
+    _needing_humans(store, leases)
+    acting = store.list_operations(escalated=True)
+    assert [(o.operation_id, o.reason) for o in acting] == [
+        ("op-esc", "escalated"), ("op-late", "escalate_to_human")]
+    assert [o.operation_id for o in store.list_operations(escalated=False)] == ["op-dup",
+                                                                                "op-ok"]
+    store.record_evidence(replace(resolution(9, Verdict.VERIFIED_APPLIED),
+                                  operation_id="op-esc"))
+    store.decide("op-esc", decided, t(10))
+    # Resolved: escalated still, but nothing waits on a human any more.
+    assert [o.operation_id for o in store.list_operations(escalated=True)] == ["op-late"]
+
+
+def test_attention_lists_everything_a_human_should_look_at(store: Store,
+                                                           leases: Leases) -> None:
+    _needing_humans(store, leases)
+    looking = store.list_operations(attention=True)
+    assert [(o.operation_id, o.reason) for o in looking] == [
+        ("op-dup", "duplicate_effect"), ("op-esc", "escalated"),
+        ("op-late", "escalate_to_human")]
+    assert [o.reason for o in store.list_operations(attention=False)] == [None]
+    assert store.list_operations(provider="other") == []
+    assert len(store.list_operations(provider="pay", attention=True, limit=2)) == 2
+
+
+def test_waiting_on_human_counts_by_reason_since_the_oldest(store: Store,
+                                                            leases: Leases) -> None:
+    _needing_humans(store, leases)
+    waiting = {(w.reason, w.count, w.oldest) for w in store.waiting_on_human()}
+    assert waiting == {("escalated", 1, T0), ("escalate_to_human", 1, t(700)),
+                       ("duplicate_effect", 1, t(6))}
+
+
+def test_remove_settled_removes_what_the_rule_allows_with_its_facts(store: Store) -> None:
+    store.put_contract(CONTRACT)
+    for op in ("op-a", "op-b", "op-c"):
+        store.record_intent(op_intent(op))
+        store.record_evidence(replace(receipt(1), operation_id=op))
+        store.decide(op, decided, t(2))
+    store.record_intent(op_intent("op-open"))
+    seen: list[str] = []
+
+    def all_but_b(facts: object, contract: ProviderContract, now: object) -> bool:
+        op = facts.intent.operation_id  # type: ignore[attr-defined]
+        seen.append(op)
+        return bool(op != "op-b")
+
+    removed, cursor = store.remove_settled(t(3), t(10), all_but_b, limit=2)
+    assert [f.intent.operation_id for f in removed] == ["op-a"] and cursor == "op-b"
+    assert len(removed[0].evidence) == 1
+    removed, cursor = store.remove_settled(t(3), t(10), all_but_b, after=cursor, limit=2)
+    assert [f.intent.operation_id for f in removed] == ["op-c"] and cursor is None
+    assert seen == ["op-a", "op-b", "op-c"]  # never the undecided one
+    assert [o.operation_id for o in store.list_operations()] == ["op-b", "op-open"]
+    with pytest.raises(UnknownOperationError):
+        store.facts("op-a")
+    assert store.remove_settled(t(2), t(10), all_but_b) == ([], None)  # decided at t(2)
 
 
 def test_a_store_answers_ready(store: Store) -> None:
@@ -262,7 +345,7 @@ def test_an_escalated_operation_is_never_claimed_again(store: Store, leases: Lea
     _, [claimed] = leases.conclude("s1", [], still_open, t(2), claim=1, lease_s=60)
     [done], _ = leases.conclude("s1", [Round(claimed, [])], escalating, t(100))
     assert done.escalate and not done.was_escalated
-    assert store.decide(OP, decided, t(200))[2] is True
+    assert store.decide(OP, decided, t(200)).escalated is True
     assert leases.conclude("s2", [], still_open, t(10_000), claim=1, lease_s=60)[1] == []
     assert [o.operation_id for o in store.list_operations(escalated=True)] == [OP]
 
@@ -274,7 +357,7 @@ def test_a_round_whose_lease_was_taken_over_records_but_leaves_the_schedule(
     assert leases.claim(OP, "s2", t(20), 60)  # s1's lease lapsed at t(12)
     leases.conclude("s1", [Round(claimed, [probe(21)])], escalating, t(21))
     assert len(store.facts(OP).evidence) == 1
-    assert store.decide(OP, decided, t(22))[2] is False  # s1 could not escalate
+    assert store.decide(OP, decided, t(22)).escalated is False  # s1 could not escalate
     assert not leases.claim(OP, "s3", t(30), 60)  # s2 still holds it
 
 

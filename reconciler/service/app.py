@@ -8,12 +8,13 @@ from fastapi import FastAPI
 
 from reconciler.ledger import Ledger
 from reconciler.runtime.agent import Agent, load_agent
-from reconciler.service import health, operations, runs, webhooks
+from reconciler.service import health, operations, run_list, runs, webhooks
 from reconciler.service.admission import Admission
-from reconciler.service.auth import BearerAuth
+from reconciler.service.auth import CONSOLE_PREFIX, BearerAuth
 from reconciler.service.credentials import Credential, Keyring, Role, digest
+from reconciler.service.http_metrics import HttpMetrics
 from reconciler.service.intake import BodyIntake
-from reconciler.service.openapi import install_openapi
+from reconciler.service.openapi import install_docs, install_openapi
 from reconciler.service.problems import (
     COMMON_PROBLEMS,
     SafetyNet,
@@ -21,6 +22,7 @@ from reconciler.service.problems import (
     problem_responses,
 )
 from reconciler.service.settings import Settings
+from reconciler.service.ui.routes import install_console
 from reconciler.service.wiring import build_wiring, lifespan
 from reconciler.sweep import ProbeLookup
 
@@ -39,13 +41,14 @@ def create_app(settings: Settings, *, ledger: Ledger | None = None,
     The runs API runs `agent`, else the one `settings.agent` names; without either its routes
     answer a no-agent problem."""
     app = FastAPI(title="Effect-receipt reconciler", version=_version(), lifespan=lifespan,
+                  docs_url=None, redoc_url=None,
                   description="Records intents before dispatch, asks providers what happened, "
                   "and gates every retry on evidence.",
                   responses=problem_responses(*COMMON_PROBLEMS))
     app.state.wiring = build_wiring(settings, ledger, probes_for)
     agent = agent or (load_agent(settings.agent) if settings.agent else None)
     app.state.runs = runs.build_runs(app.state.wiring, agent) if agent else None
-    routers = (operations.router, runs.router, webhooks.router, health.router)
+    routers = (operations.router, run_list.router, runs.router, webhooks.router, health.router)
     for router in routers:
         # The webhook routes authenticate by the provider's signature (their own check).
         app.include_router(router)
@@ -53,15 +56,20 @@ def create_app(settings: Settings, *, ledger: Ledger | None = None,
     runs.install_run_problems(app)
     keys = keyring(settings)
     install_openapi(app, bearer=bool(keys))
+    install_docs(app, settings.docs_assets)
+    install_console(app, keys)
     # Added innermost first: the safety net wraps everything; Host and the in-flight cap are
-    # checked before the credential, and the credential before any body is read.
+    # checked before the credential, and the credential before any body is read. The console
+    # (/ui) signs operators in with their credential and keeps a session.
     app.add_middleware(BodyIntake, max_body_bytes=settings.max_body_bytes,
-                       read_timeout_s=settings.request_read_timeout_s)
+                       read_timeout_s=settings.request_read_timeout_s,
+                       forms_under=CONSOLE_PREFIX + "/")
     app.add_middleware(BearerAuth, keyring=keys)
     app.add_middleware(Admission, hosts=settings.served_hosts(),
                        max_headers=settings.max_headers,
                        max_concurrency=settings.max_concurrency)
     app.add_middleware(SafetyNet)
+    app.add_middleware(HttpMetrics)
     return app
 
 

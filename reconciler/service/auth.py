@@ -42,6 +42,9 @@ from reconciler.service.webhooks import is_signed_path
 
 #: Orchestrators probe liveness without credentials; it reveals nothing but "the process serves".
 OPEN_PATHS = frozenset({"/healthz"})
+#: The operator console: a browser sends no Authorization header, so the console checks its
+#: own signed session (service.ui.access) instead of the bearer.
+CONSOLE_PREFIX = "/ui"
 #: Provider callbacks carry a provider signature instead of a bearer token.
 SCOPE_KEY = "reconciler.principal"
 
@@ -90,7 +93,8 @@ ANONYMOUS = Principal("anonymous", frozenset({Role.ADMIN}), anonymous=True)
 
 def is_open(path: str) -> bool:
     """Reachable without the bearer token."""
-    return path in OPEN_PATHS or is_signed_path(path)
+    return (path in OPEN_PATHS or is_signed_path(path) or path == CONSOLE_PREFIX
+            or path.startswith(CONSOLE_PREFIX + "/"))
 
 
 class BearerAuth:

@@ -9,9 +9,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from reconciler.errors import StoreUnavailableError
 from reconciler.metrics import RECONCILE_LAG
-from reconciler.service.metering import reconcile_lag_s
+from reconciler.ports import Journal, Store
+from reconciler.service.metering import measure_waiting, reconcile_lag_s
 from reconciler.service.problems import STORE_UNAVAILABLE, ProblemError, problem_responses
 from reconciler.service.wiring import Wired
+from reconciler.store.schema import journal_of
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +42,21 @@ def readyz(wiring: Wired) -> dict[str, str]:
             responses={200: {"content": {CONTENT_TYPE_LATEST.partition(";")[0]: {}},
                              "description": "Prometheus text exposition"}})
 def metrics(wiring: Wired) -> Response:
-    """Prometheus metrics. The reconcile lag is measured at each scrape."""
+    """Prometheus metrics. The reconcile lag, what waits on a human and the runs by state are
+    measured at each scrape."""
+    now = wiring.ledger.clock()
     try:
-        RECONCILE_LAG.set(reconcile_lag_s(wiring.leases, wiring.ledger.clock()))
+        RECONCILE_LAG.set(reconcile_lag_s(wiring.leases, now))
+        measure_waiting(wiring.store, _journal(wiring.store), now)
     except StoreUnavailableError as exc:
-        # A scrape while the store is down still shows everything else; the lag stays stale.
-        log.warning("reconcile lag not measured: %s", exc)
+        # A scrape while the store is down still shows everything else; the gauges stay stale.
+        log.warning("store gauges not measured: %s", exc)
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+def _journal(store: Store) -> Journal | None:
+    """The runs beside the store; none beside the in-memory twin (it keeps no runs)."""
+    try:
+        return journal_of(store)
+    except TypeError:
+        return None

@@ -3,7 +3,8 @@
 An oversized body is refused from its Content-Length before a byte of it is read; a body sent
 without one (chunked) is counted as it streams and cut off at the limit. Either way the answer is
 a 413 problem, and the parser never holds more than the limit in memory. A body that stops
-arriving for `read_timeout_s` is a 408.
+arriving for `read_timeout_s` is a 408. Paths under `forms_under` (the operator console) also
+take HTML form posts (urlencoded), no larger.
 """
 
 from __future__ import annotations
@@ -28,11 +29,22 @@ def is_json(content_type: str) -> bool:
                                            and media.endswith("+json"))
 
 
+FORM = "application/x-www-form-urlencoded"
+
+
 class BodyIntake:
-    def __init__(self, app: ASGIApp, max_body_bytes: int, read_timeout_s: float = 10.0) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, read_timeout_s: float = 10.0,
+                 forms_under: str | None = None) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.read_timeout_s = read_timeout_s
+        self.forms_under = forms_under
+
+    def _accepted(self, scope: Scope, content_type: str) -> bool:
+        if is_json(content_type):
+            return True
+        return (self.forms_under is not None and scope["path"].startswith(self.forms_under)
+                and content_type.partition(";")[0].strip().lower() == FORM)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -45,8 +57,8 @@ class BodyIntake:
             refusal = (BAD_REQUEST, "Content-Length is not a number")
         elif length is not None and int(length) > self.max_body_bytes:
             refusal = (PAYLOAD_TOO_LARGE, f"the body exceeds {self.max_body_bytes} bytes")
-        elif (length not in (None, "0") or "transfer-encoding" in headers) and not is_json(
-                headers.get("content-type", "")):
+        elif (length not in (None, "0") or "transfer-encoding" in headers) and not \
+                self._accepted(scope, headers.get("content-type", "")):
             refusal = (UNSUPPORTED_MEDIA_TYPE, "send the body as application/json")
         if refusal is not None:
             await problem_response(*refusal, scope["path"])(scope, receive, send)

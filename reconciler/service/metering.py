@@ -1,5 +1,6 @@
-"""Store latency and reconcile lag: the metrics the service measures itself. (Probe calls and
-escalations are counted where they happen, in reconciler.sweep.)
+"""Store latency, reconcile lag, agent runs' steps and what waits on a human: the metrics the
+service measures itself. (Probe calls and escalations are counted where they happen, in
+reconciler.sweep; verdict transitions where the ledger reports them, service.wiring.)
 
 Wrapping the store's and the leases' methods in one place times every call, whoever makes it
 (routes, the retry gate, the sweeper), without touching their code.
@@ -13,8 +14,19 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
-from reconciler.metrics import STORE_DURATION
-from reconciler.ports import Leases
+from reconciler.attention import Reason
+from reconciler.metrics import (
+    RUN_BUDGET_STOPS,
+    RUN_TOOL_CALLS,
+    RUN_TURNS,
+    RUNS,
+    STORE_DURATION,
+    WAITING,
+    WAITING_AGE,
+)
+from reconciler.ports import Journal, Leases, Store
+from reconciler.runs.events import EventKind
+from reconciler.runs.states import RunState
 
 T = TypeVar("T")
 
@@ -51,3 +63,48 @@ def reconcile_lag_s(leases: Leases, now: datetime) -> float:
     if oldest is None:
         return 0.0
     return max(0.0, (now - oldest).total_seconds())
+
+
+def counted_events(journal: Journal) -> Journal:
+    """`journal` with the run steps it records counted: turns, tool dispatches, budget stops.
+    Counted once the event is appended (a conflicting append records nothing, counts nothing)."""
+    append = journal.append
+
+    @functools.wraps(append)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        view = append(*args, **kwargs)
+        kind = args[1] if len(args) > 1 else kwargs["kind"]
+        data = args[2] if len(args) > 2 else kwargs["data"]
+        if kind is EventKind.TURN:
+            RUN_TURNS.inc()
+        elif kind is EventKind.TOOL_DISPATCHED:
+            RUN_TOOL_CALLS.inc()
+        elif kind is EventKind.FAILED and data.get("error_code") == "budget_exceeded":
+            RUN_BUDGET_STOPS.inc()
+        return view
+
+    setattr(journal, "append", counted)  # noqa: B010 - an instance attribute, as timed_calls
+    return journal
+
+
+def measure_waiting(store: Store, journal: Journal | None, now: datetime) -> None:
+    """Set the human-queue and runs-by-state gauges from the store (at each scrape). A reason
+    or state with nothing in it reads 0, not its last value."""
+    for reason in Reason:
+        WAITING.labels("operation", reason.value).set(0)
+        WAITING_AGE.labels("operation", reason.value).set(0)
+    for waiting in store.waiting_on_human():
+        WAITING.labels("operation", waiting.reason).set(waiting.count)
+        WAITING_AGE.labels("operation", waiting.reason).set(_age(now, waiting.oldest))
+    if journal is None:
+        return
+    by_state = {state: (n, oldest) for state, n, oldest in journal.count_runs()}
+    for state in RunState:
+        RUNS.labels(state.value).set(by_state.get(state.value, (0, now))[0])
+    n, oldest = by_state.get(RunState.AWAITING_APPROVAL.value, (0, now))
+    WAITING.labels("run", RunState.AWAITING_APPROVAL.value).set(n)
+    WAITING_AGE.labels("run", RunState.AWAITING_APPROVAL.value).set(_age(now, oldest))
+
+
+def _age(now: datetime, since: datetime) -> float:
+    return max(0.0, (now - since).total_seconds())

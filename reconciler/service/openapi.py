@@ -1,12 +1,24 @@
 """The OpenAPI document, corrected where FastAPI's generator cannot say what the service does:
-problem answers are `application/problem+json`, and a token-protected service says so."""
+problem answers are `application/problem+json`, and a token-protected service says so. And the
+page that reads it, /docs, served only from files on this machine.
+
+FastAPI's own /docs loads Swagger UI from a CDN: a blank page wherever the CDN cannot be
+reached, and a third party's script on the operators' page. The Python packages that bundle
+Swagger UI carry 4.x, which cannot read the OpenAPI 3.1 FastAPI writes. So /docs is off unless
+`docs_assets` names a directory holding Swagger UI 5 (`swagger-ui-bundle.js`,
+`swagger-ui.css`: npm's swagger-ui-dist, or a distribution's package), served from there.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
+from starlette.staticfiles import StaticFiles
 
 from reconciler.service.auth import is_open
 from reconciler.service.problems import PROBLEM_JSON
@@ -24,6 +36,24 @@ def install_openapi(app: FastAPI, *, bearer: bool) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+#: What /docs needs from a Swagger UI distribution.
+
+
+def install_docs(app: FastAPI, assets: Path | None) -> None:
+    """/docs from the Swagger UI files in `assets`; without them, no /docs at all."""
+    if assets is None:
+        return
+    app.mount("/docs/assets", StaticFiles(directory=assets), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} - API",
+            swagger_js_url="/docs/assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs/assets/swagger-ui.css",
+            swagger_favicon_url="/docs/assets/favicon-32x32.png")
 
 
 def _operations(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

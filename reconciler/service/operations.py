@@ -25,7 +25,7 @@ from reconciler.domain import (
 )
 from reconciler.errors import IntentConflictError, RetryNotGrantedError
 from reconciler.gate import GateResult, RetryRequest
-from reconciler.metrics import ATTEMPTS, INTENTS, RETRY_DECISIONS, VERDICTS
+from reconciler.metrics import ATTEMPTS, INTENTS, RETRY_DECISIONS
 from reconciler.schemas import (
     IDENT_PATTERN,
     ApprovalIn,
@@ -113,7 +113,8 @@ def record_intent(body: IntentIn, wiring: Wired, response: Response,
 @router.get("", response_model=OperationListOut)
 def list_operations(wiring: Wired, query: Annotated[OperationQueryIn, Query()],
                     request: Request, caller: Reader) -> OperationListOut:
-    """Operations in id order, filtered by cached verdict and escalation."""
+    """Operations in id order, filtered by cached verdict, provider and whether a human must
+    act (`escalated`); each item says why a human should look at it."""
     params = request.query_params
     repeated = sorted({name for name in params if len(params.getlist(name)) > 1})
     if repeated:
@@ -124,7 +125,7 @@ def list_operations(wiring: Wired, query: Annotated[OperationQueryIn, Query()],
                                 "type": "repeated"} for name in repeated]})
     page = wiring.store.list_operations(
         verdict=query.verdict.value if query.verdict else None, escalated=query.escalated,
-        after=query.after, limit=query.limit + 1)
+        provider=query.provider, after=query.after, limit=query.limit + 1)
     items = [summary_out(s) for s in page[:query.limit]]
     more = len(page) > query.limit
     return OperationListOut(items=items, next_cursor=items[-1].operation_id if more else None)
@@ -185,7 +186,6 @@ def ask_retry(operation_id: OperationId, body: RetryIn, wiring: Wired,
     answer = wiring.gate.ask(RetryRequest(operation_id, body.idempotency_key, body.request_hash,
                                       holder))
     RETRY_DECISIONS.labels(result=answer.result.value).inc()
-    VERDICTS.labels(verdict=answer.verdict.value).inc()
     out = retry_out(answer, holder)
     kind = {GateResult.IN_PROGRESS: RETRY_IN_PROGRESS,
             GateResult.MISMATCH: RETRY_MISMATCH}.get(answer.result)

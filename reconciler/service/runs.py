@@ -53,6 +53,7 @@ from reconciler.runtime.wire import (
     run_out,
 )
 from reconciler.service.auth import Operator, Reader, Worker
+from reconciler.service.metering import counted_events
 from reconciler.service.problems import (
     VALIDATION,
     ProblemError,
@@ -110,7 +111,8 @@ class Runs:
 def build_runs(wiring: Wiring, agent: Agent) -> Runs:
     """Runs on the service's own store, retry gate and sweeper: a tool call whose effect is
     unknown is reconciled with the operations' probes and evidence."""
-    runtime = AgentRuntime(journal_of(wiring.store), wiring.ledger, wiring.gate, agent.model,
+    runtime = AgentRuntime(counted_events(journal_of(wiring.store)), wiring.ledger,
+                           wiring.gate, agent.model,
                            agent.tools, wiring.sweeper.reconcile, lease_s=LEASE_S)
     return Runs(runtime, dict(agent.config), agent.caller_may_set)
 

@@ -48,6 +48,15 @@ class SettingsError(ReconcilerError):
     """The service's configuration is invalid; the message names the setting and its source."""
 
 
+#: What /docs needs from a Swagger UI distribution (service.openapi serves them).
+SWAGGER_FILES = ("swagger-ui-bundle.js", "swagger-ui.css")
+
+
+def missing_docs_assets(directory: Path) -> list[str]:
+    """The Swagger UI files `directory` lacks (empty when /docs can be served from it)."""
+    return [name for name in SWAGGER_FILES if not (directory / name).is_file()]
+
+
 class Settings(BaseModel):
     """Everything `serve` needs. Construct with `load_settings` to honour every source."""
 
@@ -84,6 +93,10 @@ class Settings(BaseModel):
     max_headers: int = Field(100, ge=8, le=1000, description="header fields per request")
     request_read_timeout_s: float = Field(10.0, gt=0, le=600, description="to receive a "
                                           "request's headers, and between its body's chunks")
+    docs_assets: Path | None = Field(None, description="directory with Swagger UI's "
+                                     "swagger-ui-bundle.js and swagger-ui.css (e.g. npm's "
+                                     "swagger-ui-dist): /docs serves them from here; unset, "
+                                     "/docs is off (never a CDN)")
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
@@ -91,6 +104,9 @@ class Settings(BaseModel):
             make_url(self.db)
         except ArgumentError as exc:
             raise ValueError(f"db is not a database URL: {exc}") from None
+        if self.docs_assets is not None and (missing := missing_docs_assets(self.docs_assets)):
+            raise ValueError(f"docs_assets: {self.docs_assets} lacks {', '.join(missing)} "
+                             "(a Swagger UI 5 distribution, e.g. npm's swagger-ui-dist)")
         if self.token is not None:
             try:
                 check_token(self.token.get_secret_value(), TOKEN_ENV)

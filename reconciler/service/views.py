@@ -97,4 +97,4 @@ def summary_out(summary: OperationSummary) -> OperationSummaryOut:
         operation_id=summary.operation_id, provider=summary.provider, action=summary.action,
         verdict=Verdict(summary.verdict),
         next_action=summary.next_action, escalated=summary.escalated,
-        updated_at=summary.updated_at)
+        updated_at=summary.updated_at, reason=summary.reason)

@@ -59,14 +59,20 @@ class Wiring:
     providers: ProviderNames = field(default_factory=lambda: ProviderNames(None))
 
     def operation_out(self, judgement: Judgement) -> OperationOut:
-        """An operation as a client gets it; every verdict handed out is counted."""
-        VERDICTS.labels(verdict=judgement.decision.verdict.value).inc()
+        """An operation as a client gets it."""
         return operation_out(judgement, judgement.escalated)
+
+
+def count_transition(judgement: Judgement) -> None:
+    """reconciler_verdicts_total counts verdicts entered, never verdicts read."""
+    VERDICTS.labels(verdict=judgement.decision.verdict.value).inc()
 
 
 def build_wiring(settings: Settings, ledger: Ledger | None,
                  probes_for: ProbeLookup | None) -> Wiring:
     ledger = ledger or Ledger(open_store(settings.db))
+    # Every door a verdict changes by (routes, the gate, the sweep, agent runs) is the ledger's.
+    ledger.on_transition = ledger.on_transition or count_transition
     store = timed_calls(ledger.store)
     leases = timed_calls(leases_of(store))
     policy = SweepPolicy(concurrency=settings.probe_concurrency,

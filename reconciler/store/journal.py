@@ -16,24 +16,41 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_, update
+from sqlalchemy import exists, func, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
+from reconciler.domain import Verdict
 from reconciler.errors import RunConflictError, UnknownRunError
+from reconciler.ports import RunSummary
 from reconciler.runs.events import EventKind, RunEvent, RunView, apply, project
 from reconciler.store.sealing import Sealer
 from reconciler.store.sql import SqlStore
-from reconciler.store.tables import RunEventRow, RunRow, ToolResultRow
+from reconciler.store.tables import IntentRow, RunEventRow, RunRow, StateRow, ToolResultRow
+
+#: A run is unhealthy when one of its calls was reported a success the provider does not show
+#: (SPEC 4, false_success: "mark the run unhealthy"). Intents name their run (ix_intents_run_
+#: tool_call leads with run_id), so this is an index lookup per listed run.
+_UNHEALTHY = exists().where(
+    col(IntentRow.run_id) == col(RunRow.run_id),
+    col(StateRow.operation_id) == col(IntentRow.operation_id),
+    col(StateRow.verdict) == Verdict.FALSE_SUCCESS.value)
 
 
 class SqlJournal:
     """Run event logs on the same engine (and transactions) as the receipt store, their
-    payloads sealed (`sealing`); the sealer defaults to the key in RECONCILER_RUN_KEY."""
+    payloads sealed (`sealing`); the sealer defaults to the key in RECONCILER_RUN_KEY, read
+    when a payload is first sealed or opened (listing runs needs no key)."""
 
     def __init__(self, store: SqlStore, sealer: Sealer | None = None) -> None:
         self.store = store
-        self.sealer = sealer or Sealer.from_env()
+        self._sealer = sealer
+
+    @property
+    def sealer(self) -> Sealer:
+        if self._sealer is None:
+            self._sealer = Sealer.from_env()
+        return self._sealer
 
     def create(self, run_id: str, data: Mapping[str, Any], at: datetime) -> RunView:
         """Record a new run (its `run_created` event); RunConflictError if the id is taken."""
@@ -101,6 +118,33 @@ class SqlJournal:
             s.execute(update(RunRow).where(col(RunRow.run_id) == run_id,
                                            col(RunRow.holder) == holder)
                       .values(holder=None, lease_expires_at=None))
+
+    def list_runs(self, *, state: str | None = None, correlation_id: str | None = None,
+                  unhealthy: bool | None = None, after: str | None = None,
+                  limit: int = 50) -> list[RunSummary]:
+        """Runs in id order from the summary table, `limit` at a time, after the `after`
+        cursor; each filter leads an index ending in the id (migration 0007)."""
+        flagged = _UNHEALTHY.label("unhealthy")
+        query = select(RunRow, flagged)
+        if state is not None:
+            query = query.where(col(RunRow.state) == state)
+        if correlation_id is not None:
+            query = query.where(col(RunRow.correlation_id) == correlation_id)
+        if unhealthy is not None:
+            query = query.where(_UNHEALTHY if unhealthy else ~_UNHEALTHY)
+        if after is not None:
+            query = query.where(col(RunRow.run_id) > after)
+        query = query.order_by(col(RunRow.run_id)).limit(limit)
+        with self.store.session() as s:
+            return [RunSummary(r.run_id, r.state, r.turn, r.correlation_id, r.stop_reason,
+                               r.error_code, bool(bad), r.created_at, r.updated_at)
+                    for r, bad in s.exec(query).all()]
+
+    def count_runs(self) -> list[tuple[str, int, datetime]]:
+        query = (select(RunRow.state, func.count(), func.min(RunRow.updated_at))
+                 .group_by(col(RunRow.state)).order_by(col(RunRow.state)))
+        with self.store.session() as s:
+            return [(state, n, oldest) for state, n, oldest in s.exec(query).all()]
 
     def _event_row(self, event: RunEvent) -> RunEventRow:
         data = json.dumps(event.data, separators=(",", ":"), sort_keys=True)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from reconciler.attention import must_act, reason_of
 from reconciler.domain import (
     Attempt,
     Decision,
@@ -30,12 +31,16 @@ from reconciler.ports import (
     ERROR_CHARS,
     FIRST_DECISION,
     Conclusion,
+    Decided,
     Delivery,
     OperationSummary,
+    Removable,
     Round,
     RoundRule,
     Rule,
+    Waiting,
 )
+from reconciler.retention import SETTLED
 
 
 @dataclass(slots=True)
@@ -131,28 +136,30 @@ class MemoryStore:
     def put_contract(self, contract: ProviderContract) -> None:
         self._contracts[contract.name] = contract
 
-    def decide(self, operation_id: str, rule: Rule,
-               now: datetime) -> tuple[Facts, Decision, bool]:
+    def decide(self, operation_id: str, rule: Rule, now: datetime) -> Decided:
         with self._lock:
             op = self._require(operation_id)
             facts = op.facts()
             scheduled = rule(facts, self.contract(facts.intent.provider), now)
+            changed = op.state.verdict != scheduled.decision.verdict.value
             if _cache(op.state, scheduled.decision, now):
                 op.state.due_at = None if op.state.escalated else scheduled.due_at
-            return facts, scheduled.decision, op.state.escalated
+            return Decided(facts, scheduled.decision, op.state.escalated, changed)
 
     def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
+                        provider: str | None = None, attention: bool | None = None,
                         run_id: str | None = None, after: str | None = None,
                         limit: int = 50) -> list[OperationSummary]:
         with self._lock:
-            chosen = [
-                OperationSummary(op_id, op.intent.provider, op.intent.action, op.state.verdict,
-                                 op.state.next_action, op.state.escalated, op.state.updated_at)
-                for op_id, op in self._operations.items()
-                if (verdict is None or op.state.verdict == verdict)
-                and (escalated is None or op.state.escalated == escalated)
-                and (run_id is None or op.intent.run_id == run_id)
-                and (after is None or op_id > after)]
+            chosen = [_summary(op_id, op) for op_id, op in self._operations.items()
+                      if (verdict is None or op.state.verdict == verdict)
+                      and (provider is None or op.intent.provider == provider)
+                      and (run_id is None or op.intent.run_id == run_id)
+                      and (after is None or op_id > after)]
+        chosen = [s for s in chosen
+                  if (escalated is None or must_act(s.verdict, s.next_action, s.escalated)
+                      == escalated)
+                  and (attention is None or (s.reason is not None) == attention)]
         return sorted(chosen, key=lambda s: s.operation_id)[:limit]
 
     def providers(self, *, verdict: str | None = None) -> set[str]:
@@ -175,6 +182,29 @@ class MemoryStore:
                 self._require(evidence.operation_id).evidence.append(_kept(evidence))
             self._deliveries[key] = delivery.received_at
             return True
+
+    def remove_settled(self, before: datetime, now: datetime, keep_unless: Removable, *,
+                       after: str | None = None, limit: int = 500
+                       ) -> tuple[list[Facts], str | None]:
+        with self._lock:
+            ids = sorted(op_id for op_id, op in self._operations.items()
+                         if op.state.verdict in SETTLED and op.state.updated_at < before
+                         and (after is None or op_id > after))[:limit]
+            removed = [facts for facts in (self._operations[op].facts() for op in ids)
+                       if keep_unless(facts, self.contract(facts.intent.provider), now)]
+            for facts in removed:
+                del self._operations[facts.intent.operation_id]
+        return removed, ids[-1] if len(ids) == limit else None
+
+    def waiting_on_human(self) -> list[Waiting]:
+        with self._lock:
+            waiting = [_summary(op_id, op) for op_id, op in self._operations.items()]
+        by_reason: dict[str, list[datetime]] = {}
+        for s in waiting:
+            if s.reason is not None:
+                by_reason.setdefault(s.reason, []).append(s.updated_at)
+        return [Waiting(reason, len(times), min(times))
+                for reason, times in sorted(by_reason.items())]
 
     def ready(self) -> None:
         return None
@@ -257,13 +287,15 @@ class MemoryStore:
         facts, state = op.facts(), op.state
         scheduled = rule(facts, self.contract(facts.intent.provider), state.probe_count + 1)
         was_escalated = state.escalated
+        changed = state.verdict != scheduled.decision.verdict.value
         _cache(state, scheduled.decision, now)
         if state.lease_holder == holder:
             state.probe_count += 1
             state.escalated = state.escalated or scheduled.escalate
             state.due_at = None if state.escalated else scheduled.due_at
             state.lease_holder = state.lease_expires_at = None
-        return Conclusion(facts, scheduled.decision, was_escalated, scheduled.escalate)
+        return Conclusion(facts, scheduled.decision, was_escalated, scheduled.escalate,
+                          changed)
 
     def _claim_due(self, holder: str, now: datetime, lease_s: float,
                    limit: int) -> list[Intent]:
@@ -298,6 +330,14 @@ def _cache(state: _State, decision: Decision, now: datetime) -> bool:
         return False
     state.verdict, state.next_action, state.updated_at = verdict, action, now
     return True
+
+
+def _summary(op_id: str, op: _Operation) -> OperationSummary:
+    state = op.state
+    reason = reason_of(state.verdict, state.next_action, state.escalated)
+    return OperationSummary(op_id, op.intent.provider, op.intent.action, state.verdict,
+                            state.next_action, state.escalated, state.updated_at,
+                            reason.value if reason else None)
 
 
 def _kept(evidence: Evidence) -> Evidence:

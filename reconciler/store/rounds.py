@@ -63,7 +63,8 @@ def conclude(s: Session, store: SqlStore, holder: str, rounds: Sequence[Round], 
         updates.append(_concluded_state(state, scheduled, now,
                                         leased=state.lease_holder == holder))
         concluded.append(Conclusion(facts, scheduled.decision, state.escalated,
-                                    scheduled.escalate))
+                                    scheduled.escalate,
+                                    changed=state.verdict != scheduled.decision.verdict.value))
     s.connection().execute(_UPDATE_STATE, updates)
     return concluded
 

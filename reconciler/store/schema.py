@@ -136,10 +136,19 @@ def alembic_config() -> Config:
     return config
 
 
+#: Replicas started together on PostgreSQL take turns at the upgrade: the first migrates, the
+#: others wait on this transaction-scoped advisory lock (one per schema), then find the schema
+#: at head and do nothing. Without it they raced: UniqueViolation on alembic_version, or a
+#: table created twice. (SQLite needs none: BEGIN IMMEDIATE already serialises writers.)
+MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext('reconciler-migrate:' || current_schema()))"
+
+
 def upgrade(engine: Engine) -> None:
     """Bring the schema to the newest migration (a no-op when it is there already)."""
     config = alembic_config()
     with engine.begin() as connection:
+        if engine.dialect.name == "postgresql":
+            connection.exec_driver_sql(MIGRATION_LOCK)
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
 

@@ -8,13 +8,27 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, Insert, Table, bindparam, delete, insert, or_, update
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    Insert,
+    Table,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    not_,
+    or_,
+    update,
+)
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
+from reconciler.attention import MUST_ACT, RULES, Reason, reason_of
 from reconciler.domain import (
     Attempt,
-    Decision,
     Evidence,
     Facts,
     Intent,
@@ -30,7 +44,16 @@ from reconciler.errors import (
     StoreUnavailableError,
     UnknownOperationError,
 )
-from reconciler.ports import FIRST_DECISION, Delivery, OperationSummary, Rule
+from reconciler.ports import (
+    FIRST_DECISION,
+    Decided,
+    Delivery,
+    OperationSummary,
+    Removable,
+    Rule,
+    Waiting,
+)
+from reconciler.retention import SETTLED
 from reconciler.store import rows
 from reconciler.store.commits import GroupCommitter, Write
 from reconciler.store.tables import (
@@ -189,11 +212,9 @@ class SqlStore:
             s.merge(rows.provider_row(contract))
         self._contracts[contract.name] = contract
 
-    def decide(self, operation_id: str, rule: Rule,
-               now: datetime) -> tuple[Facts, Decision, bool]:
+    def decide(self, operation_id: str, rule: Rule, now: datetime) -> Decided:
         """Apply `rule` to the operation's facts and contract and cache its decision, all in one
         transaction: the cached verdict is always the one the facts it was drawn from give.
-        Returns the facts, the decision, and whether the operation is escalated.
 
         Only a change is written: a verdict read again (every GET, every gate question) must not
         cost a durable write, and `updated_at` keeps saying when the verdict last changed.
@@ -205,10 +226,11 @@ class SqlStore:
             state = s.get(StateRow, operation_id)
             assert state is not None  # born with the intent (record_intent)
             verdict, action = decision.verdict.value, decision.next_action
+            changed = state.verdict != verdict
             if (state.verdict, state.next_action) != (verdict, action):
                 state.verdict, state.next_action, state.updated_at = verdict, action, now
                 state.due_at = None if state.escalated else scheduled.due_at
-            return facts, decision, state.escalated
+            return Decided(facts, decision, state.escalated, changed)
 
     def _facts(self, s: Session, operation_id: str) -> Facts:
         intent = self._require(s, operation_id)
@@ -228,24 +250,63 @@ class SqlStore:
         return cached
 
     def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
+                        provider: str | None = None, attention: bool | None = None,
                         run_id: str | None = None, after: str | None = None,
                         limit: int = 50) -> list[OperationSummary]:
-        """Operations in id order, `limit` at a time, starting after the `after` cursor."""
+        """Operations in id order, `limit` at a time, starting after the `after` cursor. Each
+        filter leads an index that ends in the id (migration 0007): a page reads `limit` rows."""
         query = select(IntentRow, StateRow).join(
             StateRow, col(StateRow.operation_id) == col(IntentRow.operation_id))
         if verdict is not None:
             query = query.where(StateRow.verdict == verdict)
+        if provider is not None:
+            query = query.where(IntentRow.provider == provider)
         if escalated is not None:
-            query = query.where(StateRow.escalated == escalated)
+            acting = _any_reason(MUST_ACT)
+            query = query.where(acting if escalated else not_(acting))
+        if attention is not None:
+            looking = _any_reason(frozenset(Reason))
+            query = query.where(looking if attention else not_(looking))
         if run_id is not None:
             query = query.where(IntentRow.run_id == run_id)
         if after is not None:
-            query = query.where(col(IntentRow.operation_id) > after)
-        query = query.order_by(col(IntentRow.operation_id)).limit(limit)
+            query = query.where(col(StateRow.operation_id) > after)
+        query = query.order_by(col(StateRow.operation_id)).limit(limit)
         with self.session() as s:
-            return [OperationSummary(i.operation_id, i.provider, i.action, st.verdict,
-                                     st.next_action, st.escalated, st.updated_at)
-                    for i, st in s.exec(query).all()]
+            return [_summary(i, st) for i, st in s.exec(query).all()]
+
+    def remove_settled(self, before: datetime, now: datetime, keep_unless: Removable, *,
+                       after: str | None = None, limit: int = 500
+                       ) -> tuple[list[Facts], str | None]:
+        query = select(StateRow.operation_id).where(
+            col(StateRow.verdict).in_(SETTLED), col(StateRow.updated_at) < before)
+        if after is not None:
+            query = query.where(col(StateRow.operation_id) > after)
+        query = query.order_by(col(StateRow.operation_id)).limit(limit)
+        with self.session() as s:
+            ids = list(s.exec(query.with_for_update()).all()
+                       if self.engine.dialect.name == "postgresql" else s.exec(query).all())
+            if not ids:
+                return [], None
+            intents = {i.operation_id: rows.intent_of(i) for i in s.exec(
+                select(IntentRow).where(col(IntentRow.operation_id).in_(ids)))}
+            attempts, evidence = recorded(s, ids)
+            removed = [facts for facts in (
+                Facts(intents[op], tuple(attempts[op]), tuple(evidence[op])) for op in ids)
+                if keep_unless(facts, self.contract_in(s, facts.intent.provider), now)]
+            gone = [f.intent.operation_id for f in removed]
+            if gone:
+                for table in (EvidenceRow, AttemptRow, StateRow, IntentRow):
+                    s.execute(delete(table).where(col(table.operation_id).in_(gone)))
+        return removed, ids[-1] if len(ids) == limit else None
+
+    def waiting_on_human(self) -> list[Waiting]:
+        reason = case(*[(_holds(needs), r.value) for r, needs in RULES])
+        query = (select(reason, func.count(), func.min(StateRow.updated_at))
+                 .where(_any_reason(frozenset(Reason))).group_by(reason).order_by(reason))
+        with self.session() as s:
+            # min() keeps its argument's type: the times come back as UTC-aware datetimes.
+            return [Waiting(r, n, oldest) for r, n, oldest in s.execute(query).all()]
 
     def providers(self, *, verdict: str | None = None) -> set[str]:
         query = select(IntentRow.provider).distinct()
@@ -290,6 +351,29 @@ class SqlStore:
                 f"no intent is recorded for operation {operation_id!r}; record the intent "
                 "before its attempts and evidence", operation_id=operation_id)
         return intent
+
+
+def _holds(needs: dict[str, str | bool]) -> ColumnElement[bool]:
+    """An attention rule's fields, as a condition on the state row."""
+    return and_(*[getattr(StateRow, name) == value for name, value in needs.items()])
+
+
+def _any_reason(reasons: frozenset[Reason]) -> ColumnElement[bool]:
+    """The reason is one of `reasons`: the first rule that holds decides the reason, so a rule
+    counts only where no earlier rule outside `reasons` holds."""
+    conditions = []
+    for n, (reason, needs) in enumerate(RULES):
+        if reason in reasons:
+            earlier = [_holds(e) for r, e in RULES[:n] if r not in reasons]
+            conditions.append(and_(_holds(needs), *[not_(c) for c in earlier]))
+    return or_(*conditions)
+
+
+def _summary(intent: IntentRow, state: StateRow) -> OperationSummary:
+    reason = reason_of(state.verdict, state.next_action, state.escalated)
+    return OperationSummary(intent.operation_id, intent.provider, intent.action, state.verdict,
+                            state.next_action, state.escalated, state.updated_at,
+                            reason.value if reason else None)
 
 
 @contextmanager

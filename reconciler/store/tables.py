@@ -39,7 +39,8 @@ def _at(**kw: Any) -> Any:
 
 class IntentRow(SQLModel, table=True):
     __tablename__ = "intents"
-    __table_args__ = (Index("ix_intents_run_tool_call", "run_id", "tool_call_id"),)
+    __table_args__ = (Index("ix_intents_run_tool_call", "run_id", "tool_call_id"),
+                      Index("ix_intents_provider_op", "provider", "operation_id"))
 
     operation_id: str = Field(primary_key=True, max_length=200)
     request_hash: str = Field(max_length=80)
@@ -114,9 +115,13 @@ class StateRow(SQLModel, table=True):
 
     __tablename__ = "operation_state"
     # Only the due rows are indexed: a claim reads them and nothing else, however many
-    # operations are settled or never dispatched.
+    # operations are settled or never dispatched. The lists' filters lead an index ending in
+    # the cursor column (migration 0007).
     __table_args__ = (Index("ix_state_due", "due_at", sqlite_where=text("due_at IS NOT NULL"),
-                            postgresql_where=text("due_at IS NOT NULL")),)
+                            postgresql_where=text("due_at IS NOT NULL")),
+                      Index("ix_state_verdict_op", "verdict", "operation_id"),
+                      Index("ix_state_escalated_op", "escalated", "verdict", "operation_id"),
+                      Index("ix_state_action_op", "next_action", "operation_id"))
 
     operation_id: str = Field(foreign_key="intents.operation_id", primary_key=True,
                               max_length=200)
@@ -139,6 +144,8 @@ class RunRow(SQLModel, table=True):
     """An agent run's summary, kept equal to the projection of its events (runs.events)."""
 
     __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_state_run", "state", "run_id"),
+                      Index("ix_runs_correlation_run", "correlation_id", "run_id"))
 
     run_id: str = Field(primary_key=True, max_length=200)
     state: str = Field(max_length=20, index=True)

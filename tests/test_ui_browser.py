@@ -1,0 +1,94 @@
+"""The operator console in a real browser (headless Chromium under chromedriver): sign in,
+find the escalated operation in the queue, read its timeline, resolve it; find the run that
+waits for approval, approve the re-send; the store records what was decided, and by whom."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.wait import WebDriverWait
+
+from reconciler.domain import Approval, Resolution, Verdict
+from reconciler.runs.events import EventKind
+from reconciler.store.journal import SqlJournal
+
+from console_harness import browser, console_sidecar
+from sidecar_client import TOKEN
+
+
+def submit(driver: WebDriver, button_id: str, by: str = By.ID) -> None:
+    """Click a button or link and wait for the next page (a click returns before it loads)."""
+    button = driver.find_element(by, button_id)
+    button.click()
+    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(button))
+
+
+def follow(driver: WebDriver, link_text: str) -> None:
+    submit(driver, link_text, By.LINK_TEXT)
+
+
+def sign_in(driver: WebDriver, url: str) -> None:
+    driver.get(url + "/ui")
+    assert "/ui/login" in driver.current_url
+    driver.find_element(By.ID, "credential").send_keys(TOKEN)
+    submit(driver, "sign-in")
+    assert driver.current_url.endswith("/ui/queue")
+    assert driver.find_element(By.ID, "operator").text == "admin"
+
+
+def queue_rows(driver: WebDriver) -> list[str]:
+    return [row.text for row in driver.find_elements(By.CSS_SELECTOR, "#queue tr.item")]
+
+
+def test_an_operator_resolves_an_escalated_operation(tmp_path: Path) -> None:
+    with console_sidecar(tmp_path) as console, browser() as driver:
+        sign_in(driver, console.url)
+        [late] = [row for row in queue_rows(driver) if "late" in row]
+        assert "escalate_to_human" in late and "a human decides" in late
+        follow(driver, "late")
+        assert driver.find_element(By.ID, "verdict").text == "indeterminate"
+        timeline = driver.find_element(By.CSS_SELECTOR, "#timeline svg")
+        assert timeline.find_elements(By.CSS_SELECTOR, "circle.attempt")
+        assert timeline.find_elements(By.CSS_SELECTOR, "line.deadline")
+        driver.find_element(By.ID, "action-resolve_applied").click()
+        driver.find_element(By.ID, "note").send_keys("charge ch_9 seen in the dashboard")
+        submit(driver, "review")
+        what_next = driver.find_element(By.ID, "what-next").text
+        assert "verified_applied" in what_next and "no retry will be granted" in what_next
+        submit(driver, "confirm")
+        assert "Recorded" in driver.find_element(By.ID, "flash").text
+        assert driver.find_element(By.ID, "verdict").text == "verified_applied"
+        assert driver.find_elements(By.CSS_SELECTOR, "#timeline circle.resolution")
+        follow(driver, "Needs a human")
+        assert not [row for row in queue_rows(driver) if "late" in row]
+    [resolution] = console.store.facts("late").of(Resolution)
+    assert (resolution.verdict, resolution.actor, resolution.note) == (
+        Verdict.VERIFIED_APPLIED, "admin", "charge ch_9 seen in the dashboard")
+
+
+def test_an_operator_approves_the_retry_a_run_waits_for(tmp_path: Path) -> None:
+    with console_sidecar(tmp_path) as console, browser() as driver:
+        sign_in(driver, console.url)
+        [waiting] = [row for row in queue_rows(driver) if "r1" in row]
+        assert "awaiting_approval" in waiting
+        follow(driver, "r1")
+        assert driver.find_element(By.ID, "state").text == "awaiting_approval"
+        assert '"text": "hi"' in driver.find_element(By.ID, "arguments").text
+        driver.find_element(By.ID, "action-not_applied").click()
+        driver.find_element(By.ID, "note").send_keys("not in the channel")
+        submit(driver, "review")
+        assert "sent again" in driver.find_element(By.ID, "what-next").text
+        submit(driver, "confirm")
+        assert driver.find_element(By.ID, "state").text == "completed"
+    assert console.send.attempts == [1, 2]
+    events = SqlJournal(console.store).events("r1")
+    [decided] = [e for e in events if e.kind is EventKind.APPROVAL_DECIDED]
+    assert (decided.data["decision"], decided.data["actor"], decided.data["note"]) == (
+        "not_applied", "admin", "not in the channel")
+    op = SqlJournal(console.store).load("r1").calls[decided.data["tool_call_id"]].operation_id
+    assert op is not None
+    [approval] = console.store.facts(op).of(Approval)
+    assert (approval.actor, approval.note) == ("admin", "not in the channel")
