@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only NAME] [--json] [--write]`: the benchmark suite.
+"""`python -m bench [--quick] [--only NAME] [--peers] [--json] [--write]`: the benchmark suite.
 
 Every benchmark measures its baseline in the same run, on the same machine, and prints its
 figures and its ratios against the targets. bench/README.md says what each one measures.
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from bench import intents, over_http, reconcile, replicas, scale
+from bench import intents, over_http, peers, reconcile, replicas, scale
 from bench.harness import Benchmark, Context, Outcome, progress
 from bench.machine import describe
 from bench.report import plot, write_results
@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     reconcile.NAME: reconcile.run,
     scale.NAME: scale.run,
     replicas.NAME: replicas.run,
+    peers.NAME: peers.run,
 }
 HERE = Path(__file__).resolve().parent
 DEFAULT_PG = os.environ.get("RECONCILER_TEST_PG",
@@ -41,6 +42,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="smaller sizes and shorter runs: about 80 s in all")
     parser.add_argument("--only", action="append", choices=list(BENCHMARKS), metavar="NAME",
                         help=f"run only this benchmark (repeatable): {', '.join(BENCHMARKS)}")
+    parser.add_argument("--peers", action="store_true",
+                        help="run the peers benchmark (DBOS Transact, Powertools idempotency "
+                             "on Redis): the same as --only peers, and adds to other --only")
     parser.add_argument("--json", action="store_true",
                         help="print the environment and the outcomes as JSON at the end")
     parser.add_argument("--write", action="store_true",
@@ -55,7 +59,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    names = args.only or list(BENCHMARKS)
+    names = args.only or ([] if args.peers else list(BENCHMARKS))
+    if args.peers and peers.NAME not in names:
+        names.append(peers.NAME)
     started = time.perf_counter()
     outcomes: list[Outcome] = []
     failed: list[str] = []

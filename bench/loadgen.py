@@ -152,11 +152,15 @@ def main(argv: list[str]) -> int:
         tally = asyncio.run(run(spec))
     else:
         tally = uvloop.run(run(spec))
-    # The event loop may have left stdout non-blocking: a result over the pipe's 64 KiB would
-    # then be cut short.
-    os.set_blocking(sys.stdout.fileno(), True)
-    print(json.dumps(asdict(tally)))
+    emit(tally)
     return 0
+
+
+def emit(tally: Tally) -> None:
+    """Print the result whole. The event loop may have left stdout non-blocking: a result
+    over the pipe's 64 KiB would then be cut at 65,536 bytes."""
+    os.set_blocking(sys.stdout.fileno(), True)
+    print(json.dumps(asdict(tally)), flush=True)
 
 
 if __name__ == "__main__":

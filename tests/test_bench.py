@@ -1,7 +1,11 @@
 """The benchmark suite runs end to end: each benchmark, at a tiny size, measures its figures and
 hands back its ratios. No timing is asserted here; speed is what the benchmarks report."""
 
+import importlib.util
+import json
 import math
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,12 +14,13 @@ import pytest
 # bench/ is run from the repository root and is not installed with the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import intents, over_http, reconcile, replicas, scale
+from bench import intents, over_http, peers, reconcile, replicas, scale
 from bench.__main__ import BENCHMARKS, summary
 from bench.harness import Benchmark, Context, Outcome
 
 from databases import PG_URL, pg_unreachable
 
+ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 
@@ -69,6 +74,37 @@ def test_replicas_are_compared_on_postgresql_without_double_probes(tmp_path: Pat
     assert doubles.value == 0
 
 
+def peers_missing() -> str | None:
+    for module in ("dbos", "aws_lambda_powertools", "boto3", "redis"):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed (pip install -e '.[bench]')"
+    if shutil.which("redis-server") is None and not Path("/usr/bin/redis-server").exists():
+        return "redis-server is not installed (apt-get install redis-server)"
+    return None
+
+
+@pytest.mark.skipif(peers_missing() is not None, reason=peers_missing() or "installed")
+def test_peers_are_measured_beside_the_ledger_dbos_on_sqlite_and_powertools_on_fsynced_redis(
+        tmp_path: Path) -> None:
+    outcome = run_tiny(peers.run, tmp_path)
+    assert_measured(outcome, 3)
+    # Two writes per idempotent call (in progress, then done), each fsynced by redis-server.
+    assert any("2.00 fsynced SETs per call" in figure for figure in outcome.figures)
+    assert list(tmp_path.glob("peers/appendonlydir/*.aof"))
+
+
+def test_the_load_generator_prints_its_whole_result_when_the_loop_left_stdout_non_blocking(
+        ) -> None:
+    script = ("import os, sys; os.set_blocking(sys.stdout.fileno(), False); "
+              "from bench.loadgen import Tally, emit; "
+              "emit(Tally(requests=1, latencies_s=[0.00123456789] * 20_000))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout) > 4 * 65_536
+    assert len(json.loads(done.stdout)["latencies_s"]) == 20_000
+
+
 def test_the_summary_lists_every_ratio_and_every_failure() -> None:
     outcome = Outcome("x", "a benchmark")
     outcome.ratio("fast", 2.0, 1.5, higher_is_better=True)
@@ -77,4 +113,5 @@ def test_the_summary_lists_every_ratio_and_every_failure() -> None:
     assert "fast: 2.00x (target >= 1.5x) met" in text
     assert "slow: 2.00x (target <= 1.5x) MISSED" in text
     assert "broken" in text and "1 of 2 targets met" in text
-    assert set(BENCHMARKS) == {"intents", "http", "reconcile", "scale", "replicas"}
+    assert set(BENCHMARKS) == {"intents", "http", "reconcile", "scale", "replicas",
+                               "peers"}
