@@ -27,6 +27,7 @@ from reconciler.errors import AgentLoadError
 from reconciler.ledger import Ledger
 from reconciler.runs.messages import ToolSpec
 from reconciler.runtime.agent import Agent, load_agent
+from reconciler.runtime.models import Model
 from reconciler.runtime.scripted import ScriptedModel, Step, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
 from reconciler.service import Settings, create_app, load_settings
@@ -80,14 +81,16 @@ def lookup_tool() -> Tool:
 
 @contextmanager
 def sidecar(tmp_path: Path, steps: Sequence[Step] = (), tools: Sequence[Tool] = (), *,
-            settings: dict[str, Any] | None = None) -> Iterator[httpx.Client]:
+            settings: dict[str, Any] | None = None,
+            model: Model | None = None) -> Iterator[httpx.Client]:
     """The sidecar serving `steps` scripted, with `tools` (unless `settings` name an agent),
     over a store that knows the "chat" provider (it keeps idempotency keys, so a retry can be
     granted)."""
     settings = settings or {}
     store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
     store.put_contract(ProviderContract("chat", idempotency_keys=True))
-    agent = None if "agent" in settings else Agent(ScriptedModel(steps), tools, QUICK)
+    agent = None if "agent" in settings else Agent(model or ScriptedModel(steps), tools,
+                                                     QUICK)
     app = create_app(Settings(sweep_interval_s=0, **settings), ledger=Ledger(store),
                      agent=agent)
     with serving(app) as url, httpx.Client(base_url=url, timeout=20) as http:

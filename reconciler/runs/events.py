@@ -33,6 +33,9 @@ class EventKind(StrEnum):
     STARTED = "run_started"
     TURN = "turn_started"
     ASSISTANT = "assistant_message"
+    #: A piece of the answer as the model streams it; informational, the assistant message
+    #: that follows is the answer. Changes nothing in the run's projection.
+    ASSISTANT_DELTA = "assistant_delta"
     TOOL_REQUESTED = "tool_call_requested"
     TOOL_DISPATCHED = "tool_dispatched"
     TOOL_RESULT = "tool_result"
@@ -68,7 +71,8 @@ MOVES: Mapping[EventKind, RunState] = {
 _STAYS = frozenset({EventKind.CHECKPOINT, EventKind.TOOL_REQUESTED})
 #: Events that only make sense while the run is live (not stopped, not queued).
 _LIVE = frozenset({S.RUNNING, S.AWAITING_TOOL, S.AWAITING_APPROVAL})
-_NEEDS_LIVE = frozenset({EventKind.TURN, EventKind.ASSISTANT, EventKind.TOOL_DISPATCHED,
+_NEEDS_LIVE = frozenset({EventKind.TURN, EventKind.ASSISTANT, EventKind.ASSISTANT_DELTA,
+                         EventKind.TOOL_DISPATCHED,
                          EventKind.TOOL_RESULT, EventKind.CONTINUE_REQUESTED,
                          EventKind.CONTINUED})
 

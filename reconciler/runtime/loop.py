@@ -25,7 +25,14 @@ from reconciler.gate import RetryGate
 from reconciler.ledger import Ledger
 from reconciler.ports import Journal, OperationSummary
 from reconciler.runs.events import CallView, EventKind, RunView
-from reconciler.runs.messages import ModelRequest, TextBlock, message_to_json, usage_to_json
+from reconciler.runs.messages import (
+    Delta,
+    ModelRequest,
+    TextBlock,
+    delta_to_json,
+    message_to_json,
+    usage_to_json,
+)
 from reconciler.runs.states import RunState
 from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable
 from reconciler.runtime.continuation import (
@@ -42,7 +49,7 @@ from reconciler.runtime.guards import (
     over_limit_message,
     repeat_message,
 )
-from reconciler.runtime.models import Model, ModelCallError
+from reconciler.runtime.models import Model, ModelCallError, StreamingModel
 from reconciler.runtime.toolgate import Hook, Reconcile, ToolGate, no_hook
 from reconciler.runtime.tools import Tool, by_name
 
@@ -262,9 +269,21 @@ class AgentRuntime:
             messages=view.messages(),
             tools=() if final else tuple(tool.spec for tool in self.tools.values()),
             max_tokens=config.max_output_tokens)
+        streamed = view
+
+        def on_delta(delta: Delta) -> None:
+            # Appended as it arrives, so a reader of the run's events (its SSE stream) sees the
+            # answer grow; a crash mid-stream leaves deltas and no answer, and the turn is asked
+            # again.
+            nonlocal streamed
+            streamed = self._append(streamed, EventKind.ASSISTANT_DELTA,
+                                    {"turn": view.turn, **delta_to_json(delta)})
+
+        call = (self.model.stream(request, on_delta) if isinstance(self.model, StreamingModel)
+                else self.model.complete(request))
         try:
-            response = await cancellable(self.model.complete(request), signal)
-        except (Cancelled, ModelCallError):
+            response = await cancellable(call, signal)
+        except (Cancelled, ModelCallError, RunConflictError):
             raise
         except Exception as exc:
             # A broken model adapter fails the run, not the worker. Only the call itself: a
@@ -272,7 +291,7 @@ class AgentRuntime:
             raise ModelCallError(f"{type(exc).__name__}: {exc}") from exc
         self.hook("model_answered", view.run_id, None)
         message = response.message()
-        view = self._append(view, EventKind.ASSISTANT, {
+        view = self._append(streamed, EventKind.ASSISTANT, {
             "turn": view.turn, "message": message_to_json(message),
             "usage": usage_to_json(response.usage), "stop_reason": response.stop_reason})
         self.hook("assistant_recorded", view.run_id, None)

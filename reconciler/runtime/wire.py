@@ -57,6 +57,8 @@ DeadlineS = Annotated[float, Field(
     gt=0, le=MAX_DEADLINE_S, description="seconds to work on the run before answering; a run "
     "with more to do pauses with a continue_request")]
 Token = Annotated[str, Field(min_length=1, max_length=200)]
+Stream = Annotated[bool, Field(description="answer with the run's events as server-sent events "
+                               "(as does Accept: text/event-stream)")]
 
 
 class _In(BaseModel):
@@ -69,6 +71,7 @@ class RunIn(_In):
     correlation_id: Token | None = None
     run_id: RunId | None = Field(None, description="default: a new unique id")
     deadline_s: DeadlineS = DEFAULT_DEADLINE_S
+    stream: Stream = False
 
 
 class ApproveIn(_In):
@@ -79,6 +82,7 @@ class ApproveIn(_In):
     actor: Name
     note: Note = ""
     deadline_s: DeadlineS = DEFAULT_DEADLINE_S
+    stream: Stream = False
 
 
 class RejectIn(_In):
@@ -86,6 +90,7 @@ class RejectIn(_In):
     actor: Name
     note: Note = ""
     deadline_s: DeadlineS = DEFAULT_DEADLINE_S
+    stream: Stream = False
 
 
 class CancelIn(_In):
@@ -95,12 +100,14 @@ class CancelIn(_In):
 class ResumeIn(_In):
     config: RunConfigIn | None = Field(None, description="changes, e.g. a larger budget")
     deadline_s: DeadlineS = DEFAULT_DEADLINE_S
+    stream: Stream = False
 
 
 class ContinueIn(_In):
     type: Literal["task_continue_response"]
     continue_request_id: Token
     deadline_s: DeadlineS = DEFAULT_DEADLINE_S
+    stream: Stream = False
 
 
 class UsageOut(BaseModel):

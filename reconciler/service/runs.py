@@ -17,11 +17,12 @@ advancing the run is recorded at once, but the call in flight there runs to its 
 from __future__ import annotations
 
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from reconciler.errors import (
     ApprovalError,
@@ -35,6 +36,7 @@ from reconciler.errors import (
 from reconciler.runs.events import RunView
 from reconciler.runs.states import RunState
 from reconciler.runtime.agent import Agent
+from reconciler.runtime.continuation import check_response
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.wire import (
     MAX_DEADLINE_S,
@@ -56,6 +58,12 @@ from reconciler.service.problems import (
     ProblemType,
     problem_response,
     problem_responses,
+)
+from reconciler.service.run_stream import (
+    MEDIA_TYPE,
+    last_event_id,
+    stream_response,
+    wants_stream,
 )
 from reconciler.service.wiring import Wiring
 from reconciler.store.schema import journal_of
@@ -141,13 +149,30 @@ async def _advanced(runs: Runs, run_id: str, deadline_s: float) -> RunOut:
     return _out(runs, advance.view)
 
 
+def _streamed(request: Request, runs: Runs, run_id: str, after: int,
+              work: Coroutine[Any, Any, Any], status_code: int = 200) -> StreamingResponse:
+    """The request's work on the run, answered as its events after `after` (or after the
+    client's Last-Event-ID) while the work goes on."""
+    seen = last_event_id(request.headers)
+    return stream_response(runs.runtime.journal, run_id, after if seen is None else seen,
+                           work, status_code=status_code)
+
+
+def _streaming(request: Request, stream: bool) -> bool:
+    return wants_stream(request.headers.get("accept"), stream)
+
+
 @router.post("", status_code=201, response_model=RunOut, responses=problem_responses(404, 409))
-async def create_run(body: RunIn, runs: RunsDep) -> RunOut:
+async def create_run(body: RunIn, runs: RunsDep, request: Request) -> RunOut | Response:
     """Create a run (the agent's configuration, overridden by `config`) and work on it until it
-    completes, stops, waits for a human or reaches `deadline_s`. 409 if `run_id` is taken."""
+    completes, stops, waits for a human or reaches `deadline_s`. 409 if `run_id` is taken.
+    Streamed (`stream`, or Accept: text/event-stream): every event of the run as it happens."""
     view = runs.runtime.create(body.input, run_id=body.run_id,
                                config={**runs.defaults, **(body.config or {})},
                                correlation_id=body.correlation_id)
+    if _streaming(request, body.stream):
+        return _streamed(request, runs, view.run_id, 0,
+                         _advanced(runs, view.run_id, body.deadline_s), 201)
     return await _advanced(runs, view.run_id, body.deadline_s)
 
 
@@ -162,24 +187,31 @@ def get_run(run_id: RunIdPath, runs: RunsDep, after: Annotated[int, Query(ge=0)]
 
 
 @router.post("/{run_id}/approve", response_model=RunOut, responses=problem_responses(404, 409))
-async def approve(run_id: RunIdPath, body: ApproveIn, runs: RunsDep) -> RunOut:
+async def approve(run_id: RunIdPath, body: ApproveIn, runs: RunsDep,
+                  request: Request) -> RunOut | Response:
     """Decide the call the run waits for, then go on. applied: the provider did it (its result
     comes from the evidence). not_applied: it did not; re-sending is approved (the retry gate
     still decides). approve_retry: approve a re-send without saying what happened."""
-    return await _decide(runs, run_id, body.resume_token, body.decision, body.actor,
-                         body.note, body.deadline_s)
+    return await _decide(request, runs, run_id, body.resume_token, body.decision, body.actor,
+                         body.note, body.deadline_s, body.stream)
 
 
 @router.post("/{run_id}/reject", response_model=RunOut, responses=problem_responses(404, 409))
-async def reject(run_id: RunIdPath, body: RejectIn, runs: RunsDep) -> RunOut:
+async def reject(run_id: RunIdPath, body: RejectIn, runs: RunsDep,
+                 request: Request) -> RunOut | Response:
     """Refuse the call the run waits for: it is not run, the model is told so and goes on."""
-    return await _decide(runs, run_id, body.resume_token, "reject", body.actor, body.note,
-                         body.deadline_s)
+    return await _decide(request, runs, run_id, body.resume_token, "reject", body.actor,
+                         body.note, body.deadline_s, body.stream)
 
 
-async def _decide(runs: Runs, run_id: str, resume_token: str, decision: str, actor: str,
-                  note: str, deadline_s: float) -> RunOut:
+async def _decide(request: Request, runs: Runs, run_id: str, resume_token: str,
+                  decision: str, actor: str, note: str, deadline_s: float,
+                  stream: bool) -> RunOut | Response:
+    before = runs.runtime.journal.load(run_id).seq
     runs.runtime.decide(run_id, resume_token, decision, actor=actor, note=note)
+    if _streaming(request, stream):
+        # A RunConflictError in the work: the stream follows whoever holds the run.
+        return _streamed(request, runs, run_id, before, _advanced(runs, run_id, deadline_s))
     try:
         return await _advanced(runs, run_id, deadline_s)
     except RunConflictError:
@@ -205,26 +237,46 @@ async def cancel(run_id: RunIdPath, body: CancelIn, runs: RunsDep) -> RunOut:
 
 
 @router.post("/{run_id}/resume", response_model=RunOut, responses=problem_responses(404, 409))
-async def resume(run_id: RunIdPath, body: ResumeIn, runs: RunsDep) -> RunOut:
+async def resume(run_id: RunIdPath, body: ResumeIn, runs: RunsDep,
+                 request: Request) -> RunOut | Response:
     """Re-queue a failed, cancelled or timed-out run (with configuration changes, e.g. a larger
     budget) and work on it. A live run nobody works on (its worker died) is picked up where its
     events say it is; 409 while another worker's lease on it runs."""
     view = runs.runtime.get(run_id)
     deadline = _deadline(body.deadline_s)
     if view.state in _ORPHANABLE and body.config is None:
-        advance = await runs.runtime.advance(run_id, deadline=deadline)
+        work = runs.runtime.advance(run_id, deadline=deadline)
     else:
-        advance = await runs.runtime.resume(run_id, config=body.config, deadline=deadline)
-    return _out(runs, advance.view)
+        work = runs.runtime.resume(run_id, config=body.config, deadline=deadline)
+    if _streaming(request, body.stream):
+        return _streamed(request, runs, run_id, view.seq, work)
+    return _out(runs, (await work).view)
 
 
 @router.post("/{run_id}/continue", response_model=RunOut, responses=problem_responses(404, 409))
-async def continue_run(run_id: RunIdPath, body: ContinueIn, runs: RunsDep) -> RunOut:
+async def continue_run(run_id: RunIdPath, body: ContinueIn, runs: RunsDep,
+                       request: Request) -> RunOut | Response:
     """Answer the run's task_continue_request with its id: the run goes on. An id that is not
     the pending one, or was answered already, is 409."""
-    advance = await runs.runtime.continue_(run_id, body.continue_request_id,
-                                           deadline=_deadline(body.deadline_s))
-    return _out(runs, advance.view)
+    view = runs.runtime.journal.load(run_id)
+    check_response(view, body.continue_request_id)  # a wrong id is a 409, streamed or not
+    work = runs.runtime.continue_(run_id, body.continue_request_id,
+                                  deadline=_deadline(body.deadline_s))
+    if _streaming(request, body.stream):
+        return _streamed(request, runs, run_id, view.seq, work)
+    return _out(runs, (await work).view)
+
+
+@router.get("/{run_id}/events", responses={200: {"content": {MEDIA_TYPE: {}}},
+                                           **problem_responses(404)})
+def follow_run(run_id: RunIdPath, runs: RunsDep, request: Request,
+               after: Annotated[int, Query(ge=0)] = 0) -> StreamingResponse:
+    """The run's events as server-sent events, after `Last-Event-ID` (or `after`): first from
+    the journal, then as they are appended, until the run comes to rest (completed, stopped,
+    waiting for a human, paused for a continue request). Where a lost stream reconnects."""
+    runs.runtime.journal.load(run_id)  # 404 before the stream starts
+    seen = last_event_id(request.headers)
+    return stream_response(runs.runtime.journal, run_id, after if seen is None else seen)
 
 
 def _out(runs: Runs, view: RunView) -> RunOut:
