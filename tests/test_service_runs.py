@@ -82,7 +82,8 @@ def lookup_tool() -> Tool:
 @contextmanager
 def sidecar(tmp_path: Path, steps: Sequence[Step] = (), tools: Sequence[Tool] = (), *,
             settings: dict[str, Any] | None = None,
-            model: Model | None = None) -> Iterator[httpx.Client]:
+            model: Model | None = None,
+            config: dict[str, Any] | None = None) -> Iterator[httpx.Client]:
     """The sidecar serving `steps` scripted, with `tools` (unless `settings` name an agent),
     over a store that knows the "chat" provider (it keeps idempotency keys, so a retry can be
     granted)."""
@@ -90,7 +91,7 @@ def sidecar(tmp_path: Path, steps: Sequence[Step] = (), tools: Sequence[Tool] = 
     store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
     store.put_contract(ProviderContract("chat", idempotency_keys=True))
     agent = None if "agent" in settings else Agent(model or ScriptedModel(steps), tools,
-                                                     QUICK)
+                                                     {**QUICK, **(config or {})})
     app = create_app(Settings(sweep_interval_s=0, **settings), ledger=Ledger(store),
                      agent=agent)
     with serving(app) as url, httpx.Client(base_url=url, timeout=20) as http:
@@ -258,7 +259,8 @@ def test_a_run_past_its_deadline_pauses_and_continues_once_per_request(tmp_path:
         replayed = http.post("/v1/runs/r1/continue", json=answer)
     assert paused["state"] == "awaiting_tool"
     assert request == {"type": "task_continue_request", "id": request["id"], "run_id": "r1",
-                       "tool_steps": 0}
+                       "tool_steps": 0, "step": 0}
+    assert request["id"].startswith("continue_r1_")
     assert_problem(mismatched, 409, "continuation-mismatch")
     assert (done["state"], done["output"], done["tool_steps"]) == ("completed", "done", 1)
     assert "answered already" in assert_problem(replayed, 409, "continuation-mismatch")["detail"]

@@ -343,7 +343,7 @@ class AgentRuntime:
             "last_checkpoint": view.checkpoint_turn})
 
     def _pause(self, view: RunView) -> Advance:
-        request_id = new_request_id()
+        request_id = new_request_id(view.run_id)
         view = self._append(view, EventKind.CONTINUE_REQUESTED,
                             {"request_id": request_id, "tool_steps": view.tool_steps})
         return Advance(view, ContinueRequest(request_id, view.run_id, view.tool_steps))

@@ -13,7 +13,14 @@ from dataclasses import asdict, fields
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    model_validator,
+)
 
 from reconciler.ports import OperationSummary
 from reconciler.runs.events import CallView, EventKind, RunEvent, RunView
@@ -65,13 +72,55 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class InputMessage(_In):
+    """A user message, as seed 003's requests carry the task (`input: [{role, content}]`)."""
+
+    role: Literal["user"]
+    content: str = Field(min_length=1, max_length=60_000)
+
+
+class DatabricksOptions(BaseModel):
+    """Seed 003's options object: `long_task` is read, other options are accepted and unused."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    long_task: bool = False
+
+
 class RunIn(_In):
-    input: str = Field(min_length=1, max_length=60_000, description="the task")
+    input: (Annotated[str, Field(min_length=1, max_length=60_000)]
+            | Annotated[list[InputMessage], Field(min_length=1, max_length=100)] | None) = Field(
+        None, description="the task: text, or user messages (joined by blank lines)")
+    messages: list[dict[str, Any]] | None = Field(
+        None, min_length=1, max_length=10_000,
+        description="a long task's follow-up instead of `input`: the previous messages, the "
+                    "task_continue_request and a task_continue_response answering it")
+    long_task: bool = Field(False, description="pause for the deadline with seed 003's "
+                            "response.output_item.done / task_continue_request event")
+    databricks_options: DatabricksOptions | None = None
     config: RunConfigIn | None = None
     correlation_id: Token | None = None
     run_id: RunId | None = Field(None, description="default: a new unique id")
     deadline_s: DeadlineS = DEFAULT_DEADLINE_S
     stream: Stream = False
+
+    @model_validator(mode="after")
+    def _input_or_messages(self) -> RunIn:
+        if (self.input is None) == (self.messages is None):
+            raise ValueError("give either input (a new run) or messages (a long task's "
+                             "follow-up), not both")
+        return self
+
+    @property
+    def is_long_task(self) -> bool:
+        return self.long_task or bool(self.databricks_options
+                                      and self.databricks_options.long_task)
+
+    @property
+    def task(self) -> str:
+        """The task as the run's input text (only for a new run)."""
+        if isinstance(self.input, list):
+            return "\n\n".join(message.content for message in self.input)
+        return self.input or ""
 
 
 class ApproveIn(_In):
@@ -129,6 +178,7 @@ class ContinueRequestOut(BaseModel):
     id: str
     run_id: str
     tool_steps: int
+    step: int = Field(description="seed 003's name for tool_steps")
 
 
 class CallOut(BaseModel):
@@ -211,7 +261,7 @@ def run_out(view: RunView, unhealthy: Sequence[OperationSummary] = ()) -> RunOut
                              resume_token=approval.resume_token, payload=dict(approval.payload),
                              requested_at=approval.requested_at) if approval else None,
         continue_request=ContinueRequestOut(id=view.continue_request, run_id=view.run_id,
-                                            tool_steps=view.tool_steps)
+                                            tool_steps=view.tool_steps, step=view.tool_steps)
         if view.continue_request is not None else None,
         calls=[_call_out(call) for call in view.calls.values()],
         health=HealthOut(healthy=not unhealthy, unhealthy_calls=[

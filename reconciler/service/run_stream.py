@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from starlette.responses import StreamingResponse
@@ -71,19 +71,39 @@ def problem_event(kind: str, detail: str, run_id: str) -> str:
     return f"event: problem\ndata: {json.dumps(body, separators=(',', ':'))}\n\n"
 
 
+def seed_event(data: Mapping[str, Any]) -> str:
+    """An event of seed 003's protocol, named by its own `type` (no id: not a run event)."""
+    return f"event: {data['type']}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+#: Given the run where the stream stopped, a last SSE event to send (or None).
+Finale = Callable[[RunView], str | None]
+
+
 def stream_response(journal: Journal, run_id: str, after: int,
                     work: Awaitable[Any] | None = None, *, status_code: int = 200,
-                    ) -> StreamingResponse:
+                    finale: Finale | None = None) -> StreamingResponse:
     """Answer with the run's events after `after`, following them live while `work` (the
-    request's advance, started here as a task) runs, or until the run comes to rest."""
+    request's advance, started here as a task) runs, or until the run comes to rest; then
+    `finale`'s event, if any."""
     task = None
     if work is not None:
         task = asyncio.ensure_future(work)
         _WORK.add(task)
         task.add_done_callback(_WORK.discard)
-    return StreamingResponse(_follow(journal, run_id, after, task), status_code=status_code,
-                             media_type=MEDIA_TYPE,
+    return StreamingResponse(_with_finale(journal, run_id, _follow(journal, run_id, after, task),
+                                          finale),
+                             status_code=status_code, media_type=MEDIA_TYPE,
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def _with_finale(journal: Journal, run_id: str, events: AsyncIterator[str],
+                       finale: Finale | None) -> AsyncIterator[str]:
+    async for event in events:
+        yield event
+    last = finale(journal.load(run_id)) if finale is not None else None
+    if last is not None:
+        yield last
 
 
 async def _follow(journal: Journal, run_id: str, after: int,

@@ -17,6 +17,7 @@ advancing the run is recorded at once, but the call in flight there runs to its 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -36,7 +37,12 @@ from reconciler.errors import (
 from reconciler.runs.events import RunView
 from reconciler.runs.states import RunState
 from reconciler.runtime.agent import Agent
-from reconciler.runtime.continuation import check_response
+from reconciler.runtime.continuation import (
+    check_response,
+    continue_event,
+    follow_up,
+    run_of_request,
+)
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.wire import (
     MAX_DEADLINE_S,
@@ -62,6 +68,7 @@ from reconciler.service.problems import (
 from reconciler.service.run_stream import (
     MEDIA_TYPE,
     last_event_id,
+    seed_event,
     stream_response,
     wants_stream,
 )
@@ -74,6 +81,8 @@ ILLEGAL_TRANSITION = ProblemType("illegal-transition", 409, "The run's state doe
 RUN_CONFLICT = ProblemType("run-conflict", 409, "Another request or worker is working on the run")
 CONTINUATION_MISMATCH = ProblemType("continuation-mismatch", 409, "Not the run's pending continue "
                                                           "request")
+CONTINUATION_INCOMPLETE = ProblemType("continuation-incomplete", 422,
+                                      "The follow-up does not say which pause it continues")
 APPROVAL_MISMATCH = ProblemType("approval-mismatch", 409,
                                 "No pending approval has this resume token")
 RUN_KEY = ProblemType("run-key", 503, "The run key cannot open this run's events")
@@ -150,12 +159,21 @@ async def _advanced(runs: Runs, run_id: str, deadline_s: float) -> RunOut:
 
 
 def _streamed(request: Request, runs: Runs, run_id: str, after: int,
-              work: Coroutine[Any, Any, Any], status_code: int = 200) -> StreamingResponse:
+              work: Coroutine[Any, Any, Any], status_code: int = 200, *,
+              long_task: bool = False) -> StreamingResponse:
     """The request's work on the run, answered as its events after `after` (or after the
-    client's Last-Event-ID) while the work goes on."""
+    client's Last-Event-ID) while the work goes on. A long task's response has an id, and
+    ends with seed 003's task_continue_request event if the run paused."""
     seen = last_event_id(request.headers)
+    response_id = f"resp_{uuid.uuid4().hex}"
+
+    def pause(view: RunView) -> str | None:
+        if view.continue_request is None:
+            return None
+        return seed_event(continue_event(response_id, view.continue_request, view.tool_steps))
+
     return stream_response(runs.runtime.journal, run_id, after if seen is None else seen,
-                           work, status_code=status_code)
+                           work, status_code=status_code, finale=pause if long_task else None)
 
 
 def _streaming(request: Request, stream: bool) -> bool:
@@ -166,14 +184,56 @@ def _streaming(request: Request, stream: bool) -> bool:
 async def create_run(body: RunIn, runs: RunsDep, request: Request) -> RunOut | Response:
     """Create a run (the agent's configuration, overridden by `config`) and work on it until it
     completes, stops, waits for a human or reaches `deadline_s`. 409 if `run_id` is taken.
-    Streamed (`stream`, or Accept: text/event-stream): every event of the run as it happens."""
-    view = runs.runtime.create(body.input, run_id=body.run_id,
+    Streamed (`stream`, or Accept: text/event-stream): every event of the run as it happens.
+
+    Seed 003's long tasks (`long_task`, or `databricks_options.long_task`): a streamed run that
+    pauses for the deadline ends its stream with the `response.output_item.done` event of a
+    `task_continue_request`; the follow-up is a request with `messages` instead of `input`,
+    holding that item and a `task_continue_response` with its id (200, the run goes on)."""
+    if body.messages is not None:
+        return await _follow_up(request, runs, body)
+    view = runs.runtime.create(body.task, run_id=body.run_id,
                                config={**runs.defaults, **(body.config or {})},
                                correlation_id=body.correlation_id)
     if _streaming(request, body.stream):
         return _streamed(request, runs, view.run_id, 0,
-                         _advanced(runs, view.run_id, body.deadline_s), 201)
+                         _advanced(runs, view.run_id, body.deadline_s), 201,
+                         long_task=body.is_long_task)
     return await _advanced(runs, view.run_id, body.deadline_s)
+
+
+async def _follow_up(request: Request, runs: Runs, body: RunIn) -> Response:
+    """A long task's follow-up: check the task_continue_response against the run's pending
+    request (422 if the request lacks it or the original item, 409 if it does not match or
+    was used), then continue the run."""
+    if body.run_id is not None or body.config is not None or body.correlation_id is not None:
+        raise ProblemError(CONTINUATION_INCOMPLETE, "a follow-up continues its run: it takes "
+                           "no run_id, config or correlation_id")
+    answer = follow_up(body.messages or [])
+    if answer is None:
+        raise ProblemError(CONTINUATION_INCOMPLETE, "the messages hold no task_continue_response "
+                           "{type, continue_request_id}: nothing says which pause to continue")
+    run_id = run_of_request(answer.continue_request_id)
+    if run_id is None:
+        raise ProblemError(CONTINUATION_MISMATCH, f"{answer.continue_request_id!r} is not a "
+                           "continue request this sidecar issued")
+    view = runs.runtime.journal.load(run_id)
+    check_response(view, answer.continue_request_id)
+    item = answer.request_item
+    if item is None:
+        raise ProblemError(CONTINUATION_INCOMPLETE, "the messages must carry the original "
+                           f"task_continue_request {answer.continue_request_id!r} before its "
+                           "response", extensions={"run_id": run_id})
+    if item.get("step") != view.tool_steps:
+        raise ProblemError(CONTINUATION_MISMATCH, f"the task_continue_request says step "
+                           f"{item.get('step')!r}; the run paused at step {view.tool_steps}",
+                           extensions={"run_id": run_id})
+    work = runs.runtime.continue_(run_id, answer.continue_request_id,
+                                  deadline=_deadline(body.deadline_s))
+    if _streaming(request, body.stream):
+        return _streamed(request, runs, run_id, view.seq, work, long_task=body.is_long_task)
+    out = _out(runs, (await work).view)
+    return JSONResponse(out.model_dump(mode="json"))
 
 
 @router.get("/{run_id}", response_model=RunEventsOut, responses=problem_responses(404, 409))
