@@ -23,6 +23,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -117,7 +118,8 @@ class ToolGate:
         self.hook("dispatched", view.run_id, call.tool_call_id)
         at = self.now()
         try:
-            output = await cancellable(tool.handler(self._tool_call(view, tool, call)), cancel)
+            output = await cancellable(
+                tool.handler(replace(self._tool_call(view, tool, call), cancel=cancel)), cancel)
         except Cancelled:
             raise
         except Exception as exc:  # a handler's failure is the model's to see

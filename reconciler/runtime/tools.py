@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.domain import Effect, Match, Outcome
 from reconciler.hashing import canonical_json, derive_idempotency_key, request_hash
 from reconciler.runs.messages import ToolSpec
+from reconciler.runtime.cancel import CancelSignal
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,10 @@ class ToolCall:
     idempotency_key: str
     #: 1 for the first dispatch; more only after the retry gate granted one.
     attempt: int
+    #: The run's cancellation. The handler's task is cancelled when it fires; work the handler
+    #: hands elsewhere (a thread, a child process, another client) checks `cancel.cancelled`
+    #: or awaits `cancel.wait()` to stop too. Never fires for a call that is not dispatched.
+    cancel: CancelSignal = field(default_factory=CancelSignal, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
