@@ -43,6 +43,7 @@ from reconciler.runtime.continuation import (
 )
 from reconciler.runtime.guards import (
     FINAL_NOTICE,
+    Attempted,
     RunConfig,
     budget_stop,
     is_repeat,
@@ -324,9 +325,11 @@ class AgentRuntime:
             return "Not run: tools are not available in the final turn."
         if sum(1 for c in calls[:index] if c.turn == call.turn) >= config.max_tool_calls_per_turn:
             return over_limit_message(config.max_tool_calls_per_turn)
-        history = [(c.name, c.arguments_hash) for c in calls[:index]]
-        if is_repeat(history, (call.name, call.arguments_hash), config.repeat_limit):
-            return repeat_message(call.name, config.repeat_limit)
+        history = [Attempted((c.name, c.arguments_hash),
+                             c.result.content if c.result is not None and not c.result.is_error
+                             else None) for c in calls[:index]]
+        if is_repeat(history, (call.name, call.arguments_hash), config):
+            return repeat_message(call.name, config.repeat_limit, config.repeat_window)
         return None
 
     def _complete(self, view: RunView, config: RunConfig) -> RunView:
