@@ -129,6 +129,8 @@ class RunView:
     calls: Mapping[str, CallView] = field(default_factory=dict)
     approval: PendingApproval | None = None
     continue_request: str | None = None
+    #: Calls a human approved before their first dispatch (the tool needs approval).
+    approved_calls: frozenset[str] = frozenset()
     answered_continues: frozenset[str] = frozenset()
     checkpoint_turn: int = 0
     #: Why the model stopped its latest answer ("end_turn", "tool_use", "max_tokens", ...).
@@ -235,6 +237,9 @@ def _fold(view: RunView, event: RunEvent, state: RunState) -> dict[str, Any]:
         return {"approval": PendingApproval(str(d["tool_call_id"]), str(d["resume_token"]),
                                             dict(d.get("payload") or {}), event.at)}
     if kind is EventKind.APPROVAL_DECIDED:
+        if d.get("decision") == "approve":
+            return {"approval": None,
+                    "approved_calls": view.approved_calls | {str(d["tool_call_id"])}}
         return {"approval": None}
     if kind is EventKind.CHECKPOINT:
         return {"checkpoint_turn": int(d["turn"])}

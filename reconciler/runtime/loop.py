@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.domain import Approval, Resolution, Verdict
+from reconciler.domain import Approval, Effect, Resolution, Verdict
 from reconciler.errors import ApprovalError, RunConflictError
 from reconciler.gate import RetryGate
 from reconciler.ledger import Ledger
@@ -60,6 +60,10 @@ _LIVE = frozenset({S.RUNNING, S.AWAITING_TOOL})
 _CONFLICT_RETRIES = 3
 #: What a human may decide about a call whose effect the evidence could not settle.
 DECISIONS = ("applied", "not_applied", "approve_retry", "reject")
+#: What a human may decide about a call that asks for approval before it is first sent.
+FIRST_DECISIONS = ("approve", "reject")
+#: The approval payload's `kind` for a call not sent yet (the others follow a dispatch).
+BEFORE_DISPATCH = "before_dispatch"
 #: Who decided a pending approval that the evidence settled before any human did.
 EVIDENCE_ACTOR = "reconciler (evidence)"
 #: Verdicts that make the run that made the call unhealthy (SPEC section 4, rule 3 and the
@@ -179,8 +183,11 @@ class AgentRuntime:
         pending = view.approval
         if pending is None or pending.resume_token != resume_token:
             raise ApprovalError(run_id, "no pending approval has this resume token")
-        if decision not in DECISIONS:
-            raise ApprovalError(run_id, f"decision must be one of {', '.join(DECISIONS)}")
+        allowed = (FIRST_DECISIONS if pending.payload.get("kind") == BEFORE_DISPATCH
+                   else DECISIONS)
+        if decision not in allowed:
+            raise ApprovalError(run_id, f"decision must be one of {', '.join(allowed)} for "
+                                "this call")
         call = view.calls[pending.tool_call_id]
         op, now = call.operation_id, self._now()
         if op is not None and decision == "applied":
@@ -313,7 +320,29 @@ class AgentRuntime:
         why = self._guard(view, call.tool_call_id, config) if call.dispatches == 0 else None
         if why is not None:
             return self.toolgate.error_result(view, call, why, "guard")
+        ask = self._needs_approval(view, call)
+        if ask is not None:
+            return self._append(view, EventKind.APPROVAL_REQUESTED, {
+                "turn": call.turn, "tool_call_id": call.tool_call_id,
+                "resume_token": uuid.uuid4().hex,
+                "payload": {"kind": BEFORE_DISPATCH, "tool": call.name, "effect": call.effect,
+                            "operation_id": call.operation_id, "input": dict(call.input),
+                            "arguments_hash": call.arguments_hash, "reason": ask,
+                            "decisions": list(FIRST_DECISIONS)}})
         return await self.toolgate.settle(view, call, config, signal)
+
+    def _needs_approval(self, view: RunView, call: CallView) -> str | None:
+        """Why a human must approve the call before its first dispatch, or None."""
+        tool = self.tools.get(call.name)
+        if tool is None or call.dispatches or call.tool_call_id in view.approved_calls:
+            return None
+        if tool.needs_approval:
+            return f"tool {call.name!r} runs only with a human's approval"
+        if (tool.effect is not Effect.READ_ONLY and tool.provider is not None
+                and not self.ledger.store.contract(tool.provider).compensable):
+            return (f"provider {tool.provider!r} cannot undo this ({call.effect}, compensable: "
+                    "false): a human approves it before it is sent")
+        return None
 
     def _guard(self, view: RunView, tool_call_id: str, config: RunConfig) -> str | None:
         """Why a call must not run (final turn, too many calls, a loop), from the events alone,
@@ -377,7 +406,8 @@ class AgentRuntime:
         if pending is None or view.state is not S.AWAITING_APPROVAL:
             return view
         operation = view.calls[pending.tool_call_id].operation_id
-        if operation is not None and (self.ledger.judge(operation).decision.verdict
+        sent = pending.payload.get("kind") != BEFORE_DISPATCH  # nothing to find otherwise
+        if sent and operation is not None and (self.ledger.judge(operation).decision.verdict
                                       is Verdict.VERIFIED_APPLIED):
             return self._append(view, EventKind.APPROVAL_DECIDED, {
                 "tool_call_id": pending.tool_call_id, "decision": "applied",

@@ -60,7 +60,8 @@ class Tool:
     `provider`/`action` name the operation for the reconciler (required unless read_only).
     `request` gives the exact parameters the provider receives, whose hash the intent records
     (default: the tool input); `correlation` the references probes search by; `uses_key` whether
-    the derived idempotency key is sent to the provider (default: for idempotent writes).
+    the derived idempotency key is sent to the provider (default: for idempotent writes);
+    `needs_approval` whether a human approves each call before it is first sent.
     """
 
     spec: ToolSpec
@@ -71,6 +72,10 @@ class Tool:
     request: Callable[[ToolCall], Any] | None = None
     correlation: Callable[[ToolCall], Mapping[str, str]] | None = None
     uses_key: bool | None = None
+    #: Ask a human before the first dispatch (the run pauses in awaiting_approval with the
+    #: call and a resume token). Side-effecting calls to a provider whose contract says
+    #: `compensable: false` are asked about whatever this says.
+    needs_approval: bool = False
 
     def __post_init__(self) -> None:
         if self.effect is not Effect.READ_ONLY and not self.provider:

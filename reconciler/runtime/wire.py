@@ -127,7 +127,7 @@ class ApproveIn(_In):
     """A human's decision on the call the run waits for (see AgentRuntime.decide)."""
 
     resume_token: Token
-    decision: Literal["applied", "not_applied", "approve_retry"]
+    decision: Literal["applied", "not_applied", "approve_retry", "approve"]
     actor: Name
     note: Note = ""
     deadline_s: DeadlineS = DEFAULT_DEADLINE_S
