@@ -34,7 +34,7 @@ from reconciler.runs.messages import (
     usage_to_json,
 )
 from reconciler.runs.states import RunState
-from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable
+from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable, settle
 from reconciler.runtime.continuation import (
     ContinueRequest,
     check_response,
@@ -140,6 +140,7 @@ class AgentRuntime:
                                            "to finish or for the lease to expire")
         signal, done = CancelSignal(), asyncio.Event()
         self._active[run_id] = (signal, done)
+        heartbeat = asyncio.ensure_future(self._heartbeat(run_id))
         try:
             for _ in range(_CONFLICT_RETRIES):
                 try:
@@ -148,9 +149,27 @@ class AgentRuntime:
                     continue
             raise RunConflictError(run_id, "other writers kept changing the run; try later")
         finally:
+            heartbeat.cancel()
+            await settle(heartbeat)
             del self._active[run_id]
             done.set()
             self.journal.release(run_id, self.holder)
+
+    async def _heartbeat(self, run_id: str) -> None:
+        """Renew the run's lease every third of `lease_s` while this worker advances it, so the
+        lease can be short: a worker that dies stops renewing, and another may take the run
+        over once `lease_s` has passed.
+
+            claim ─ lease_s/3 ─ renew ─ lease_s/3 ─ renew ─┤ killed   ├ lease_s ┤ others may claim
+        """
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            try:
+                renewed = self.journal.claim(run_id, self.holder, self._now(), self.lease_s)
+            except Exception:  # the store is away: the drive's own next write will say so
+                return
+            if not renewed:
+                return  # taken over (forced): the journal's appends keep the two apart
 
     async def resume(self, run_id: str, *, config: dict[str, Any] | None = None,
                      deadline: float | None = None) -> Advance:

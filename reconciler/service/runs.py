@@ -45,7 +45,6 @@ from reconciler.runtime.continuation import (
 )
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.wire import (
-    MAX_DEADLINE_S,
     RUN_ID_MAX,
     RUN_ID_PATTERN,
     ApproveIn,
@@ -97,9 +96,9 @@ _BY_ERROR: dict[type[RunError], ProblemType] = {
 }
 #: Live states a run may be left in by a worker that died mid-advance: resume picks it up.
 _ORPHANABLE = frozenset({RunState.QUEUED, RunState.RUNNING, RunState.AWAITING_TOOL})
-#: A run's lease outlasts the longest request (a step may overrun the deadline), so that no
-#: other worker takes over a run a request is still advancing.
-LEASE_S = 2 * MAX_DEADLINE_S
+#: A run's lease, renewed every third of it while a request advances the run (the runtime's
+#: heartbeat): a worker that died is taken over after this long, not after the longest request.
+LEASE_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
