@@ -46,6 +46,8 @@ class EventKind(StrEnum):
     CONTINUED = "continued"
     COMPLETED = "run_completed"
     FAILED = "run_failed"
+    #: Another worker asked the one advancing the run to stop; that one records CANCELLED.
+    CANCEL_REQUESTED = "cancel_requested"
     CANCELLED = "run_cancelled"
     TIMED_OUT = "run_timed_out"
     RESUMED = "run_resumed"
@@ -74,6 +76,7 @@ _LIVE = frozenset({S.RUNNING, S.AWAITING_TOOL, S.AWAITING_APPROVAL})
 _NEEDS_LIVE = frozenset({EventKind.TURN, EventKind.ASSISTANT, EventKind.ASSISTANT_DELTA,
                          EventKind.TOOL_DISPATCHED,
                          EventKind.TOOL_RESULT, EventKind.CONTINUE_REQUESTED,
+                         EventKind.CANCEL_REQUESTED,
                          EventKind.CONTINUED})
 
 
@@ -139,6 +142,8 @@ class RunView:
     stop_reason: str | None = None
     error: Mapping[str, Any] | None = None
     cancellation: Mapping[str, Any] | None = None
+    #: The reason of a cancel asked for by another worker and not carried out yet.
+    cancel_requested: str | None = None
 
     @property
     def usage(self) -> Usage:
@@ -253,8 +258,11 @@ def _fold(view: RunView, event: RunEvent, state: RunState) -> dict[str, Any]:
                 "continue_request": None}
     if kind is EventKind.FAILED:
         return {"error": dict(d), "continue_request": None}
+    if kind is EventKind.CANCEL_REQUESTED:
+        return {"cancel_requested": str(d["reason"])}
     if kind is EventKind.CANCELLED:
-        return {"cancellation": dict(d), "approval": None, "continue_request": None}
+        return {"cancellation": dict(d), "approval": None, "continue_request": None,
+                "cancel_requested": None}
     if kind is EventKind.TIMED_OUT:
         return {"error": {"error_code": "approval_timed_out", **d}, "approval": None}
     if kind is EventKind.RESUMED:

@@ -13,6 +13,7 @@ pause: `advance` looks at where the events say the run is, and does the next thi
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,6 +57,8 @@ from reconciler.runtime.tools import Tool, by_name
 
 S = RunState
 _LIVE = frozenset({S.RUNNING, S.AWAITING_TOOL})
+#: How often a worker looks for a cancel asked for elsewhere while it advances a run.
+CANCEL_POLL_S = 0.2
 #: How often `advance` reloads and tries again when another writer got in first.
 _CONFLICT_RETRIES = 3
 #: What a human may decide about a call whose effect the evidence could not settle.
@@ -140,7 +143,8 @@ class AgentRuntime:
                                            "to finish or for the lease to expire")
         signal, done = CancelSignal(), asyncio.Event()
         self._active[run_id] = (signal, done)
-        heartbeat = asyncio.ensure_future(self._heartbeat(run_id))
+        heartbeat = asyncio.ensure_future(
+            self._heartbeat(run_id, signal, self.journal.load(run_id).seq))
         try:
             for _ in range(_CONFLICT_RETRIES):
                 try:
@@ -155,21 +159,39 @@ class AgentRuntime:
             done.set()
             self.journal.release(run_id, self.holder)
 
-    async def _heartbeat(self, run_id: str) -> None:
-        """Renew the run's lease every third of `lease_s` while this worker advances it, so the
-        lease can be short: a worker that dies stops renewing, and another may take the run
-        over once `lease_s` has passed.
+    async def _heartbeat(self, run_id: str, signal: CancelSignal, seen: int) -> None:
+        """While this worker advances the run: renew its lease every third of `lease_s`, so
+        the lease can be short (a worker that dies stops renewing, and another may take the run
+        over once `lease_s` has passed), and every CANCEL_POLL_S look for a cancel another
+        worker asked for, to stop the call in flight here.
 
             claim ─ lease_s/3 ─ renew ─ lease_s/3 ─ renew ─┤ killed   ├ lease_s ┤ others may claim
         """
+        renewed_at = time.monotonic()
         while True:
-            await asyncio.sleep(self.lease_s / 3)
-            try:
-                renewed = self.journal.claim(run_id, self.holder, self._now(), self.lease_s)
-            except Exception:  # the store is away: the drive's own next write will say so
+            await asyncio.sleep(min(CANCEL_POLL_S, self.lease_s / 3))
+            async with self.toolgate.off_loop:
+                stopped = self._beat(run_id, signal, seen, renewed_at)
+            if stopped is None:
                 return
-            if not renewed:
-                return  # taken over (forced): the journal's appends keep the two apart
+            seen, renewed_at = stopped
+
+    def _beat(self, run_id: str, signal: CancelSignal, seen: int,
+              renewed_at: float) -> tuple[int, float] | None:
+        """One heartbeat: fire `signal` on a cancel request after `seen`, renew the lease when
+        due; None once the heartbeat should stop (lease taken over, store away)."""
+        try:
+            for event in self.journal.events(run_id, seen):
+                seen = event.seq
+                if event.kind is EventKind.CANCEL_REQUESTED:
+                    signal.cancel(str(event.data["reason"]))
+            if time.monotonic() - renewed_at >= self.lease_s / 3:
+                renewed_at = time.monotonic()
+                if not self.journal.claim(run_id, self.holder, self._now(), self.lease_s):
+                    return None  # taken over (forced): the journal's appends keep the two apart
+        except Exception:  # the store is away: the drive's own next write will say so
+            return None
+        return seen, renewed_at
 
     async def resume(self, run_id: str, *, config: dict[str, Any] | None = None,
                      deadline: float | None = None) -> Advance:
@@ -233,6 +255,12 @@ class AgentRuntime:
             signal, done = active
             signal.cancel(reason)
             await asyncio.wait_for(done.wait(), wait_s)
+        elif not self.journal.claim(run_id, self.holder, self._now(), self.lease_s):
+            # Another worker (another replica) advances it: ask it, through the journal, to
+            # stop its call in flight and record the cancellation; wait for that.
+            return await self._cancel_elsewhere(run_id, reason, wait_s)
+        else:
+            self.journal.release(run_id, self.holder)
         view = self.journal.load(run_id)
         if active is not None and view.state not in _LIVE | {S.AWAITING_APPROVAL}:
             return view
@@ -240,9 +268,30 @@ class AgentRuntime:
         # looked at the signal: the cancellation is recorded here.
         return self._cancel(view, reason)
 
+    async def _cancel_elsewhere(self, run_id: str, reason: str, wait_s: float) -> RunView:
+        """Append a cancel request for the worker holding the run, and wait (at most `wait_s`,
+        then TimeoutError) until the run has stopped."""
+        stop = time.monotonic() + wait_s
+        while True:
+            view = self.journal.load(run_id)
+            if view.state in (S.QUEUED, S.AWAITING_APPROVAL):
+                return self._cancel(view, reason)  # its worker is not in a call: stop it here
+            if view.state not in _LIVE:
+                return view
+            if view.cancel_requested is None:
+                try:
+                    view = self._append(view, EventKind.CANCEL_REQUESTED, {"reason": reason})
+                except RunConflictError:
+                    continue
+            if time.monotonic() >= stop:
+                raise TimeoutError(f"run {run_id} was asked to stop but has not yet")
+            await asyncio.sleep(CANCEL_POLL_S)
+
     async def _drive(self, run_id: str, deadline: float | None,
                      signal: CancelSignal) -> Advance:
         view = self.journal.load(run_id)
+        if view.cancel_requested is not None:
+            return Advance(self._cancel(view, view.cancel_requested))
         config = RunConfig.of(view.config)
         if view.state is S.QUEUED:
             view = self._append(view, EventKind.STARTED, {})

@@ -67,6 +67,9 @@ class ToolGate:
         self.tools = tools
         self.holder = holder
         self.hook = hook
+        #: Held while a probe runs on a thread: the store's other users on the event loop (the
+        #: run's heartbeat) wait, since a store may have one connection (in-memory SQLite).
+        self.off_loop = asyncio.Lock()
 
     @property
     def now(self) -> Callable[[], datetime]:
@@ -184,7 +187,9 @@ class ToolGate:
             if judgement.decision.verdict is not Verdict.INDETERMINATE:
                 break
             # Probes block (and may hang up to their timeout): off the event loop.
-            probed: Judgement | None = await asyncio.to_thread(self.reconcile, operation_id)
+            async with self.off_loop:
+                probed: Judgement | None = await asyncio.to_thread(self.reconcile,
+                                                                   operation_id)
             judgement = probed or self.ledger.judge(operation_id)
             if judgement.decision.verdict is Verdict.INDETERMINATE:
                 await cancellable(asyncio.sleep(config.reconcile_wait_s), cancel)
