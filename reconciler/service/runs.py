@@ -6,12 +6,15 @@
     POST /v1/runs/{id}/cancel          stop it (the call in flight too, if this process runs it)
     POST /v1/runs/{id}/resume          re-queue a stopped run, or pick up an orphaned live one
     POST /v1/runs/{id}/continue        answer a task_continue_request
+    GET  /v1/runs/{id}/events          the run's events as server-sent events (Last-Event-ID)
 
 Every route that works on a run does so within the request, for at most `deadline_s`; a run
 with more to do pauses and answers with a `continue_request`. Those routes are `async`: the
 agent runtime awaits its model and tools on the event loop, and a cancel request must reach the
-signal of an advance running in this process. (A cancel sent to another replica than the one
-advancing the run is recorded at once, but the call in flight there runs to its end.)
+signal of an advance running in this process. A cancel sent to another replica than the one
+advancing the run is stored in the run's journal; that replica's heartbeat sees it and stops
+its call in flight. `stream` (or Accept: text/event-stream) answers with server-sent events
+(`run_stream`); GET /v1/runs/{id}/events is where a lost stream reconnects.
 """
 
 from __future__ import annotations
