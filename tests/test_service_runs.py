@@ -9,6 +9,7 @@ so the reconciler cannot tell what happened.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import subprocess
 import sys
 import threading
@@ -362,3 +363,19 @@ def test_an_agent_may_be_named_by_a_function_that_makes_it(
     agent = load_agent(f"{module}:make")
     sys.modules.pop(module)
     assert isinstance(agent, Agent) and agent.config == {"max_turns": 2}
+
+
+def test_a_tool_that_needs_approval_waits_and_runs_once_approved(tmp_path: Path) -> None:
+    send = Send(timeouts=0)
+    asking = dataclasses.replace(send.tool, needs_approval=True)
+    with sidecar(tmp_path, SEND_THEN_DONE, [asking]) as http:
+        paused = ok(http.post("/v1/runs", json={"input": "say hi", "run_id": "r1"}), 201)
+        approval = paused["approval"]
+        wrong = http.post("/v1/runs/r1/approve", json={
+            "resume_token": approval["resume_token"], "decision": "applied", "actor": "ops"})
+        run = ok(http.post("/v1/runs/r1/approve", json={
+            "resume_token": approval["resume_token"], "decision": "approve", "actor": "ops"}))
+    assert paused["state"] == "awaiting_approval" and approval["payload"]["kind"] == (
+        "before_dispatch")
+    assert "approve, reject" in assert_problem(wrong, 409, "approval-mismatch")["detail"]
+    assert run["state"] == "completed" and send.attempts == [1]
