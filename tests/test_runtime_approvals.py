@@ -15,6 +15,8 @@ from reconciler.runtime.tools import operation_id
 
 from runtime_harness import (
     FIRST,
+    Crash,
+    CrashAt,
     FakeTool,
     Finding,
     World,
@@ -89,8 +91,19 @@ def test_a_call_without_a_key_is_not_retried_even_when_decided_not_applied(
 
 def test_a_call_that_cannot_be_compensated_is_retried_once_a_human_approves(
         world: World) -> None:
+    """Approved before it is first sent (compensable: false), and again before a retry."""
     tool = send(provider="bank", uses_key=True)
-    view = awaiting(world, tool, finds="not_applied")
+    rt = world.runtime(script_for(tool), [tool.tool], hook=CrashAt("delivered"))
+    run_id = world.start(rt)
+    first = run(rt.advance(run_id)).view
+    assert first.approval is not None and tool.calls == []
+    assert first.approval.payload["kind"] == "before_dispatch"
+    assert "compensable: false" in first.approval.payload["reason"]
+    rt.decide(run_id, first.approval.resume_token, "approve", actor="ops")
+    with pytest.raises(Crash):
+        run(rt.advance(run_id))
+    world.reconcile.finds = "not_applied"
+    view = take_over(world, tool, run_id)
     assert view.approval is not None
     assert view.approval.payload["next_action"] == "await_approval"
     view = decided(world, tool, view, "approve_retry")

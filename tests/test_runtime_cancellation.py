@@ -7,6 +7,8 @@ import asyncio
 import os
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from reconciler.errors import IllegalTransitionError
 from reconciler.runs.events import RunView
 from reconciler.runs.messages import ModelRequest, ModelResponse
 from reconciler.runs.states import RunState
-from reconciler.runtime.cancel import settle
+from reconciler.runtime.cancel import CancelSignal, settle
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.processes import run_process
 from reconciler.runtime.scripted import call, say, tool_use
@@ -215,3 +217,28 @@ def test_a_cancelled_run_cannot_be_cancelled_again(world: World) -> None:
         run(rt.cancel(run_id, "second"))
     cancellation = world.journal.load(run_id).cancellation
     assert cancellation is not None and cancellation["reason"] == "first"
+
+
+def test_a_handler_gets_the_cancel_signal_for_work_it_hands_to_a_thread(world: World) -> None:
+    """The handler's task is cancelled, but a thread cannot be: it stops because it watches
+    the signal the handler passed it."""
+    started, stopped = asyncio.Event(), threading.Event()
+
+    def blocking(cancel: CancelSignal) -> None:
+        for _ in range(int(DEADLINE_S * 100)):
+            if cancel.cancelled:
+                stopped.set()
+                return
+            time.sleep(0.01)
+
+    async def in_thread(tool_call: ToolCall) -> ToolOutput:
+        loop = asyncio.get_running_loop()
+        work = loop.run_in_executor(None, blocking, tool_call.cancel)
+        started.set()
+        await work
+        return ToolOutput("finished without a cancel")
+
+    rt = world.runtime([call(tool_use("lookup", {"q": 1})), say("done")],
+                       [lookup(action=in_thread).tool])
+    view = run(cancel_once(rt, world.start(rt), started, "user pressed stop"))
+    assert view.state is S.CANCELLED and stopped.wait(5)

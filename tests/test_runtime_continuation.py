@@ -7,6 +7,7 @@ import pytest
 
 from reconciler.errors import ContinuationError
 from reconciler.runs.states import RunState
+from reconciler.runtime.continuation import new_request_id, run_of_request
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.scripted import call, say, tool_use
 from reconciler.runtime.tools import ToolCall, ToolOutput
@@ -99,3 +100,12 @@ def test_a_deadline_inside_the_step_reserve_still_makes_one_step_per_request(
     assert len(tool.calls) == 1
     # Three steps (model, tool, model), one per request: two pauses, each request moved on.
     assert len(progress) == 3 and progress == sorted(set(progress))
+
+
+def test_a_continue_request_id_is_seed_prefixed_and_names_its_run() -> None:
+    request_id = new_request_id("run_a_1:x")
+    assert request_id.startswith("continue_run_a_1:x_")
+    assert run_of_request(request_id) == "run_a_1:x"
+    assert run_of_request("cont_" + request_id) is None
+    assert run_of_request("continue_r1_nothex") is None
+    assert run_of_request("continue__" + "0" * 32) is None

@@ -12,6 +12,7 @@ from reconciler.runs.messages import ModelResponse, Usage
 from reconciler.runs.states import RunState
 from reconciler.runtime.guards import (
     FINAL_NOTICE,
+    Attempted,
     RunConfig,
     budget_stop,
     is_repeat,
@@ -20,7 +21,7 @@ from reconciler.runtime.guards import (
     turn_estimate,
 )
 from reconciler.runtime.scripted import ScriptedModel, call, say, tool_use
-from reconciler.runtime.tools import operation_id
+from reconciler.runtime.tools import ToolCall, ToolOutput, operation_id
 
 from runtime_harness import FakeTool, World, lookup, run, send
 
@@ -82,29 +83,61 @@ def test_a_turn_that_would_exceed_the_cost_budget_is_not_started() -> None:
     assert stop is not None and "cost budget" in stop and "$0.0040 used" in stop
 
 
-def test_the_third_identical_call_in_a_row_is_a_repeat() -> None:
-    same = ("search", "sha256:1")
-    assert not is_repeat([], same, 3)
-    assert not is_repeat([same], same, 3)
-    assert is_repeat([same, same], same, 3)
-    assert is_repeat([("other", "sha256:9"), same, same], same, 3)
+SAME = ("search", "sha256:1")
+OTHER = ("fetch", "sha256:2")
 
 
-def test_a_call_in_between_breaks_the_row() -> None:
-    same = ("search", "sha256:1")
-    assert not is_repeat([same, ("search", "sha256:2"), same], same, 3)
-    assert not is_repeat([same, ("fetch", "sha256:1")], same, 3)
+def done(key: tuple[str, str], answer: str | None = "found 1") -> Attempted:
+    return Attempted(key, answer)
+
+
+def test_the_third_identical_call_that_answered_the_same_is_a_repeat() -> None:
+    config = RunConfig()
+    assert not is_repeat([], SAME, config)
+    assert not is_repeat([done(SAME)], SAME, config)
+    assert is_repeat([done(SAME), done(SAME)], SAME, config)
+    assert is_repeat([done(OTHER), done(SAME), done(SAME)], SAME, config)
+
+
+def test_a_cycle_a_b_a_b_within_the_window_is_a_repeat() -> None:
+    cycle = [done(SAME), done(OTHER), done(SAME), done(OTHER)]
+    assert is_repeat(cycle, SAME, RunConfig())
+    assert is_repeat(cycle, OTHER, RunConfig())
+
+
+def test_identical_calls_further_back_than_the_window_do_not_count() -> None:
+    spread = [done(SAME), *(done(("f", f"sha256:{n}")) for n in range(5)), done(SAME)]
+    assert is_repeat(spread, SAME, RunConfig(repeat_window=7))
+    assert not is_repeat(spread, SAME, RunConfig(repeat_window=6))
+
+
+def test_failing_repeats_are_intercepted_but_repeats_that_make_progress_are_not() -> None:
+    config = RunConfig()
+    assert is_repeat([done(SAME, None), done(SAME, None)], SAME, config)
+    assert is_repeat([done(SAME, "status: running"), done(SAME, None)], SAME, config)
+    assert not is_repeat([done(SAME, "status: queued"), done(SAME, "status: running")], SAME,
+                         config)
+
+
+def test_every_repeat_is_intercepted_when_configured_so() -> None:
+    progress = [done(SAME, "status: queued"), done(SAME, "status: running")]
+    assert is_repeat(progress, SAME, RunConfig(repeat_only_unproductive=False))
 
 
 def test_the_repeat_limit_is_configurable() -> None:
-    same = ("search", "sha256:1")
-    assert is_repeat([same], same, 2)
-    assert not is_repeat([same, same], same, 4)
+    assert is_repeat([done(SAME)], SAME, RunConfig(repeat_limit=2))
+    assert not is_repeat([done(SAME), done(SAME)], SAME, RunConfig(repeat_limit=4))
+
+
+def test_a_window_too_small_for_the_limit_is_refused() -> None:
+    with pytest.raises(ValueError, match="repeat_window"):
+        RunConfig.of({"repeat_limit": 4, "repeat_window": 2})
 
 
 def test_the_synthetic_errors_explain_what_to_do_instead() -> None:
-    assert "call number 3 in a row of 'search'" in repeat_message("search", 3)
-    assert "try something different" in repeat_message("search", 3)
+    assert "call number 3 of 'search' with the same arguments within the last 10 calls" in (
+        repeat_message("search", 3, 10))
+    assert "try something different" in repeat_message("search", 3, 10)
     assert "at most 2 tool calls" in over_limit_message(2)
     assert "next turn" in over_limit_message(2)
 
@@ -167,12 +200,36 @@ def test_the_third_identical_call_in_a_row_is_intercepted_with_a_loop_explanatio
     assert state is RunState.COMPLETED and len(tool.calls) == 2
     third = view.calls["toolu_s2_0"]
     assert third.result is not None and third.result.is_error
-    assert third.result_source == "guard" and "number 3 in a row" in third.result.content
+    assert third.result_source == "guard" and "number 3 of 'send'" in third.result.content
     assert third.dispatches == 0
     with pytest.raises(UnknownOperationError):  # never run, so never an intent
         world.store.facts(operation_id("r", "toolu_s2_0"))
     # The model is told, in the conversation it sees next.
-    assert "number 3 in a row" in str(model.requests[-1].messages[-1])
+    assert "number 3 of 'send'" in str(model.requests[-1].messages[-1])
+
+
+def test_a_cycle_a_b_a_b_is_intercepted_at_the_third_a(world: World) -> None:
+    tool = lookup()
+    a, b = tool_use("lookup", {"q": "a"}), tool_use("lookup", {"q": "b"})
+    script = [call(a), call(b), call(a), call(b), call(a), say("stuck")]
+    state, _ = model_of(world, "r", script, [tool])
+    view = world.journal.load("r")
+    assert state is RunState.COMPLETED
+    assert [c.input for c in tool.calls] == [{"q": "a"}, {"q": "b"}, {"q": "a"}, {"q": "b"}]
+    assert view.calls["toolu_s4_0"].result_source == "guard"
+
+
+def test_a_repeat_that_keeps_getting_new_answers_is_not_intercepted(world: World) -> None:
+    answers = iter(["queued", "running", "running", "done"])
+
+    async def status(tool_call: ToolCall) -> ToolOutput:
+        return ToolOutput(f"job 7: {next(answers)}")
+
+    poll = call(tool_use("lookup", {"job": 7}))
+    state, _ = model_of(world, "r", [poll, poll, poll, poll, say("done")],
+                        [lookup(action=status)])
+    sources = [c.result_source for c in world.journal.load("r").calls.values()]
+    assert state is RunState.COMPLETED and sources == ["handler"] * 4
 
 
 def test_identical_calls_within_one_turn_are_intercepted_too(world: World) -> None:

@@ -9,6 +9,7 @@ so the reconciler cannot tell what happened.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import subprocess
 import sys
 import threading
@@ -27,6 +28,7 @@ from reconciler.errors import AgentLoadError
 from reconciler.ledger import Ledger
 from reconciler.runs.messages import ToolSpec
 from reconciler.runtime.agent import Agent, load_agent
+from reconciler.runtime.models import Model
 from reconciler.runtime.scripted import ScriptedModel, Step, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
 from reconciler.service import Settings, create_app, load_settings
@@ -80,14 +82,17 @@ def lookup_tool() -> Tool:
 
 @contextmanager
 def sidecar(tmp_path: Path, steps: Sequence[Step] = (), tools: Sequence[Tool] = (), *,
-            settings: dict[str, Any] | None = None) -> Iterator[httpx.Client]:
+            settings: dict[str, Any] | None = None,
+            model: Model | None = None,
+            config: dict[str, Any] | None = None) -> Iterator[httpx.Client]:
     """The sidecar serving `steps` scripted, with `tools` (unless `settings` name an agent),
     over a store that knows the "chat" provider (it keeps idempotency keys, so a retry can be
     granted)."""
     settings = settings or {}
     store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
     store.put_contract(ProviderContract("chat", idempotency_keys=True))
-    agent = None if "agent" in settings else Agent(ScriptedModel(steps), tools, QUICK)
+    agent = None if "agent" in settings else Agent(model or ScriptedModel(steps), tools,
+                                                     {**QUICK, **(config or {})})
     app = create_app(Settings(sweep_interval_s=0, **settings), ledger=Ledger(store),
                      agent=agent)
     with serving(app) as url, httpx.Client(base_url=url, timeout=20) as http:
@@ -255,7 +260,8 @@ def test_a_run_past_its_deadline_pauses_and_continues_once_per_request(tmp_path:
         replayed = http.post("/v1/runs/r1/continue", json=answer)
     assert paused["state"] == "awaiting_tool"
     assert request == {"type": "task_continue_request", "id": request["id"], "run_id": "r1",
-                       "tool_steps": 0}
+                       "tool_steps": 0, "step": 0}
+    assert request["id"].startswith("continue_r1_")
     assert_problem(mismatched, 409, "continuation-mismatch")
     assert (done["state"], done["output"], done["tool_steps"]) == ("completed", "done", 1)
     assert "answered already" in assert_problem(replayed, 409, "continuation-mismatch")["detail"]
@@ -357,3 +363,19 @@ def test_an_agent_may_be_named_by_a_function_that_makes_it(
     agent = load_agent(f"{module}:make")
     sys.modules.pop(module)
     assert isinstance(agent, Agent) and agent.config == {"max_turns": 2}
+
+
+def test_a_tool_that_needs_approval_waits_and_runs_once_approved(tmp_path: Path) -> None:
+    send = Send(timeouts=0)
+    asking = dataclasses.replace(send.tool, needs_approval=True)
+    with sidecar(tmp_path, SEND_THEN_DONE, [asking]) as http:
+        paused = ok(http.post("/v1/runs", json={"input": "say hi", "run_id": "r1"}), 201)
+        approval = paused["approval"]
+        wrong = http.post("/v1/runs/r1/approve", json={
+            "resume_token": approval["resume_token"], "decision": "applied", "actor": "ops"})
+        run = ok(http.post("/v1/runs/r1/approve", json={
+            "resume_token": approval["resume_token"], "decision": "approve", "actor": "ops"}))
+    assert paused["state"] == "awaiting_approval" and approval["payload"]["kind"] == (
+        "before_dispatch")
+    assert "approve, reject" in assert_problem(wrong, 409, "approval-mismatch")["detail"]
+    assert run["state"] == "completed" and send.attempts == [1]

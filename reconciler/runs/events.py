@@ -33,6 +33,9 @@ class EventKind(StrEnum):
     STARTED = "run_started"
     TURN = "turn_started"
     ASSISTANT = "assistant_message"
+    #: A piece of the answer as the model streams it; informational, the assistant message
+    #: that follows is the answer. Changes nothing in the run's projection.
+    ASSISTANT_DELTA = "assistant_delta"
     TOOL_REQUESTED = "tool_call_requested"
     TOOL_DISPATCHED = "tool_dispatched"
     TOOL_RESULT = "tool_result"
@@ -43,6 +46,8 @@ class EventKind(StrEnum):
     CONTINUED = "continued"
     COMPLETED = "run_completed"
     FAILED = "run_failed"
+    #: Another worker asked the one advancing the run to stop; that one records CANCELLED.
+    CANCEL_REQUESTED = "cancel_requested"
     CANCELLED = "run_cancelled"
     TIMED_OUT = "run_timed_out"
     RESUMED = "run_resumed"
@@ -68,8 +73,10 @@ MOVES: Mapping[EventKind, RunState] = {
 _STAYS = frozenset({EventKind.CHECKPOINT, EventKind.TOOL_REQUESTED})
 #: Events that only make sense while the run is live (not stopped, not queued).
 _LIVE = frozenset({S.RUNNING, S.AWAITING_TOOL, S.AWAITING_APPROVAL})
-_NEEDS_LIVE = frozenset({EventKind.TURN, EventKind.ASSISTANT, EventKind.TOOL_DISPATCHED,
+_NEEDS_LIVE = frozenset({EventKind.TURN, EventKind.ASSISTANT, EventKind.ASSISTANT_DELTA,
+                         EventKind.TOOL_DISPATCHED,
                          EventKind.TOOL_RESULT, EventKind.CONTINUE_REQUESTED,
+                         EventKind.CANCEL_REQUESTED,
                          EventKind.CONTINUED})
 
 
@@ -125,6 +132,8 @@ class RunView:
     calls: Mapping[str, CallView] = field(default_factory=dict)
     approval: PendingApproval | None = None
     continue_request: str | None = None
+    #: Calls a human approved before their first dispatch (the tool needs approval).
+    approved_calls: frozenset[str] = frozenset()
     answered_continues: frozenset[str] = frozenset()
     checkpoint_turn: int = 0
     #: Why the model stopped its latest answer ("end_turn", "tool_use", "max_tokens", ...).
@@ -133,6 +142,8 @@ class RunView:
     stop_reason: str | None = None
     error: Mapping[str, Any] | None = None
     cancellation: Mapping[str, Any] | None = None
+    #: The reason of a cancel asked for by another worker and not carried out yet.
+    cancel_requested: str | None = None
 
     @property
     def usage(self) -> Usage:
@@ -231,6 +242,9 @@ def _fold(view: RunView, event: RunEvent, state: RunState) -> dict[str, Any]:
         return {"approval": PendingApproval(str(d["tool_call_id"]), str(d["resume_token"]),
                                             dict(d.get("payload") or {}), event.at)}
     if kind is EventKind.APPROVAL_DECIDED:
+        if d.get("decision") == "approve":
+            return {"approval": None,
+                    "approved_calls": view.approved_calls | {str(d["tool_call_id"])}}
         return {"approval": None}
     if kind is EventKind.CHECKPOINT:
         return {"checkpoint_turn": int(d["turn"])}
@@ -244,8 +258,11 @@ def _fold(view: RunView, event: RunEvent, state: RunState) -> dict[str, Any]:
                 "continue_request": None}
     if kind is EventKind.FAILED:
         return {"error": dict(d), "continue_request": None}
+    if kind is EventKind.CANCEL_REQUESTED:
+        return {"cancel_requested": str(d["reason"])}
     if kind is EventKind.CANCELLED:
-        return {"cancellation": dict(d), "approval": None, "continue_request": None}
+        return {"cancellation": dict(d), "approval": None, "continue_request": None,
+                "cancel_requested": None}
     if kind is EventKind.TIMED_OUT:
         return {"error": {"error_code": "approval_timed_out", **d}, "approval": None}
     if kind is EventKind.RESUMED:

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from reconciler.errors import ContinuationError
 from reconciler.runs.events import RunView
@@ -36,8 +38,22 @@ class ContinueRequest:
     type: str = "task_continue_request"
 
 
-def new_request_id() -> str:
-    return f"cont_{uuid.uuid4().hex}"
+#: Seed 003's prefix. The run's id is inside, so a follow-up that carries only the
+#: task_continue_response finds its run: `continue_<run id>_<32 hex digits>`.
+PREFIX = "continue_"
+_NONCE = 32
+
+
+def new_request_id(run_id: str) -> str:
+    return f"{PREFIX}{run_id}_{uuid.uuid4().hex}"
+
+
+def run_of_request(request_id: str) -> str | None:
+    """The run a continue request id belongs to; None if it is not one of ours."""
+    run_id, sep, nonce = request_id.removeprefix(PREFIX).rpartition("_")
+    if not request_id.startswith(PREFIX) or not sep or not run_id or len(nonce) != _NONCE:
+        return None
+    return run_id if all(c in "0123456789abcdef" for c in nonce) else None
 
 
 def out_of_time(deadline: float | None, reserve_s: float, steps_done: int) -> bool:
@@ -56,3 +72,31 @@ def check_response(view: RunView, continue_request_id: str) -> None:
     if continue_request_id != view.continue_request:
         raise ContinuationError(view.run_id, f"{continue_request_id!r} does not match the "
                                              f"pending continue request {view.continue_request!r}")
+
+
+def continue_event(response_id: str, request_id: str, step: int) -> dict[str, Any]:
+    """Seed 003's checkpoint event, exactly: the response `response_id` ends here."""
+    return {"type": "response.output_item.done",
+            "item": {"type": "task_continue_request", "id": request_id, "step": step},
+            "id": response_id}
+
+
+@dataclass(frozen=True, slots=True)
+class FollowUp:
+    """What a long task's follow-up request carries: the answer's id, and the original
+    task_continue_request item it answers (None when the request left it out)."""
+
+    continue_request_id: str
+    request_item: Mapping[str, Any] | None
+
+
+def follow_up(messages: Sequence[Mapping[str, Any]]) -> FollowUp | None:
+    """The last task_continue_response in `messages` and the request item with its id; None
+    when there is no (well-formed) response."""
+    responses = [m for m in messages if m.get("type") == "task_continue_response"]
+    if not responses or not isinstance(responses[-1].get("continue_request_id"), str):
+        return None
+    answered = str(responses[-1]["continue_request_id"])
+    requests = [m for m in messages
+                if m.get("type") == "task_continue_request" and m.get("id") == answered]
+    return FollowUp(answered, requests[-1] if requests else None)

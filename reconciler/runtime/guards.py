@@ -44,9 +44,13 @@ class RunConfig:
     max_tokens: int | None = None
     max_cost_usd: float | None = None
     prices: Prices = Prices()
-    #: A call identical (name and canonical arguments) to the previous `repeat_limit - 1`
-    #: calls is intercepted.
+    #: The `repeat_limit`-th call identical (name and canonical arguments) to earlier calls
+    #: among the last `repeat_window` calls is intercepted (so cycles like A,B,A,B,A count)...
     repeat_limit: int = 3
+    repeat_window: int = 10
+    #: ...if the earlier ones got nothing new: each failed, or all answered the same (a no-op
+    #: to repeat). False: every such repeat is intercepted, however it went before.
+    repeat_only_unproductive: bool = True
     max_output_tokens: int = 1024
     #: How long a pending approval waits before the run times out.
     approval_timeout_s: float = 86_400.0
@@ -76,6 +80,9 @@ class RunConfig:
                         and not low <= value <= high]
         if len(config.system) > MAX_SYSTEM_CHARS:
             out_of_range.append(f"system must be at most {MAX_SYSTEM_CHARS} characters")
+        if config.repeat_window < config.repeat_limit - 1:
+            out_of_range.append("repeat_window must hold the repeat_limit - 1 calls before a "
+                                "repeat: repeat_window >= repeat_limit - 1")
         if out_of_range:
             raise ValueError("; ".join(out_of_range))
         return config
@@ -141,15 +148,36 @@ def budget_stop(config: RunConfig, turns: Sequence[Usage]) -> str | None:
     return None
 
 
-def is_repeat(history: Sequence[tuple[str, str]], call: tuple[str, str], limit: int) -> bool:
-    """True when `call` would be the `limit`-th identical call in a row."""
-    tail = history[-(limit - 1):]
-    return len(tail) == limit - 1 and all(item == call for item in tail)
+@dataclass(frozen=True, slots=True)
+class Attempted:
+    """An earlier tool call as the repetition guard sees it: its identity (name, arguments
+    hash) and, if it succeeded, what it answered (None: it failed, was intercepted, or has no
+    result yet)."""
+
+    key: tuple[str, str]
+    answer: str | None
 
 
-def repeat_message(name: str, limit: int) -> str:
-    return (f"Intercepted: this is call number {limit} in a row of {name!r} with the same "
-            "arguments, so it was not run. Repeating it will not change the result; use the "
+def is_repeat(history: Sequence[Attempted], key: tuple[str, str], config: RunConfig) -> bool:
+    """True when the call `key` is the `repeat_limit`-th identical one within the last
+    `repeat_window` calls of `history` and (by default) the earlier ones were unproductive:
+    failed, or answered alike (at most one distinct successful answer among them).
+
+        window:  A  B  A  B  [A]     A answered "x" twice: the third A is intercepted
+                 A  B  A  B  [A]     A answered "x", then "y" (progress): it runs
+    """
+    same = [a for a in history[-config.repeat_window:] if a.key == key]
+    if len(same) < config.repeat_limit - 1:
+        return False
+    if not config.repeat_only_unproductive:
+        return True
+    return len({a.answer for a in same if a.answer is not None}) <= 1
+
+
+def repeat_message(name: str, limit: int, window: int) -> str:
+    return (f"Intercepted: this is call number {limit} of {name!r} with the same arguments "
+            f"within the last {window} calls, and the earlier ones failed or answered the "
+            "same, so it was not run. Repeating it will not change the result; use the "
             "earlier results, try something different, or finish with what you have.")
 
 

@@ -13,21 +13,29 @@ pause: `advance` looks at where the events say the run is, and does the next thi
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.domain import Approval, Resolution, Verdict
+from reconciler.domain import Approval, Effect, Resolution, Verdict
 from reconciler.errors import ApprovalError, RunConflictError
 from reconciler.gate import RetryGate
 from reconciler.ledger import Ledger
 from reconciler.ports import Journal, OperationSummary
 from reconciler.runs.events import CallView, EventKind, RunView
-from reconciler.runs.messages import ModelRequest, TextBlock, message_to_json, usage_to_json
+from reconciler.runs.messages import (
+    Delta,
+    ModelRequest,
+    TextBlock,
+    delta_to_json,
+    message_to_json,
+    usage_to_json,
+)
 from reconciler.runs.states import RunState
-from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable
+from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable, settle
 from reconciler.runtime.continuation import (
     ContinueRequest,
     check_response,
@@ -36,22 +44,29 @@ from reconciler.runtime.continuation import (
 )
 from reconciler.runtime.guards import (
     FINAL_NOTICE,
+    Attempted,
     RunConfig,
     budget_stop,
     is_repeat,
     over_limit_message,
     repeat_message,
 )
-from reconciler.runtime.models import Model, ModelCallError
+from reconciler.runtime.models import Model, ModelCallError, StreamingModel
 from reconciler.runtime.toolgate import Hook, Reconcile, ToolGate, no_hook
 from reconciler.runtime.tools import Tool, by_name
 
 S = RunState
 _LIVE = frozenset({S.RUNNING, S.AWAITING_TOOL})
+#: How often a worker looks for a cancel asked for elsewhere while it advances a run.
+CANCEL_POLL_S = 0.2
 #: How often `advance` reloads and tries again when another writer got in first.
 _CONFLICT_RETRIES = 3
 #: What a human may decide about a call whose effect the evidence could not settle.
 DECISIONS = ("applied", "not_applied", "approve_retry", "reject")
+#: What a human may decide about a call that asks for approval before it is first sent.
+FIRST_DECISIONS = ("approve", "reject")
+#: The approval payload's `kind` for a call not sent yet (the others follow a dispatch).
+BEFORE_DISPATCH = "before_dispatch"
 #: Who decided a pending approval that the evidence settled before any human did.
 EVIDENCE_ACTOR = "reconciler (evidence)"
 #: Verdicts that make the run that made the call unhealthy (SPEC section 4, rule 3 and the
@@ -128,6 +143,8 @@ class AgentRuntime:
                                            "to finish or for the lease to expire")
         signal, done = CancelSignal(), asyncio.Event()
         self._active[run_id] = (signal, done)
+        heartbeat = asyncio.ensure_future(
+            self._heartbeat(run_id, signal, self.journal.load(run_id).seq))
         try:
             for _ in range(_CONFLICT_RETRIES):
                 try:
@@ -136,9 +153,45 @@ class AgentRuntime:
                     continue
             raise RunConflictError(run_id, "other writers kept changing the run; try later")
         finally:
+            heartbeat.cancel()
+            await settle(heartbeat)
             del self._active[run_id]
             done.set()
             self.journal.release(run_id, self.holder)
+
+    async def _heartbeat(self, run_id: str, signal: CancelSignal, seen: int) -> None:
+        """While this worker advances the run: renew its lease every third of `lease_s`, so
+        the lease can be short (a worker that dies stops renewing, and another may take the run
+        over once `lease_s` has passed), and every CANCEL_POLL_S look for a cancel another
+        worker asked for, to stop the call in flight here.
+
+            claim ─ lease_s/3 ─ renew ─ lease_s/3 ─ renew ─┤ killed   ├ lease_s ┤ others may claim
+        """
+        renewed_at = time.monotonic()
+        while True:
+            await asyncio.sleep(min(CANCEL_POLL_S, self.lease_s / 3))
+            async with self.toolgate.off_loop:
+                stopped = self._beat(run_id, signal, seen, renewed_at)
+            if stopped is None:
+                return
+            seen, renewed_at = stopped
+
+    def _beat(self, run_id: str, signal: CancelSignal, seen: int,
+              renewed_at: float) -> tuple[int, float] | None:
+        """One heartbeat: fire `signal` on a cancel request after `seen`, renew the lease when
+        due; None once the heartbeat should stop (lease taken over, store away)."""
+        try:
+            for event in self.journal.events(run_id, seen):
+                seen = event.seq
+                if event.kind is EventKind.CANCEL_REQUESTED:
+                    signal.cancel(str(event.data["reason"]))
+            if time.monotonic() - renewed_at >= self.lease_s / 3:
+                renewed_at = time.monotonic()
+                if not self.journal.claim(run_id, self.holder, self._now(), self.lease_s):
+                    return None  # taken over (forced): the journal's appends keep the two apart
+        except Exception:  # the store is away: the drive's own next write will say so
+            return None
+        return seen, renewed_at
 
     async def resume(self, run_id: str, *, config: dict[str, Any] | None = None,
                      deadline: float | None = None) -> Advance:
@@ -171,8 +224,11 @@ class AgentRuntime:
         pending = view.approval
         if pending is None or pending.resume_token != resume_token:
             raise ApprovalError(run_id, "no pending approval has this resume token")
-        if decision not in DECISIONS:
-            raise ApprovalError(run_id, f"decision must be one of {', '.join(DECISIONS)}")
+        allowed = (FIRST_DECISIONS if pending.payload.get("kind") == BEFORE_DISPATCH
+                   else DECISIONS)
+        if decision not in allowed:
+            raise ApprovalError(run_id, f"decision must be one of {', '.join(allowed)} for "
+                                "this call")
         call = view.calls[pending.tool_call_id]
         op, now = call.operation_id, self._now()
         if op is not None and decision == "applied":
@@ -199,6 +255,12 @@ class AgentRuntime:
             signal, done = active
             signal.cancel(reason)
             await asyncio.wait_for(done.wait(), wait_s)
+        elif not self.journal.claim(run_id, self.holder, self._now(), self.lease_s):
+            # Another worker (another replica) advances it: ask it, through the journal, to
+            # stop its call in flight and record the cancellation; wait for that.
+            return await self._cancel_elsewhere(run_id, reason, wait_s)
+        else:
+            self.journal.release(run_id, self.holder)
         view = self.journal.load(run_id)
         if active is not None and view.state not in _LIVE | {S.AWAITING_APPROVAL}:
             return view
@@ -206,9 +268,30 @@ class AgentRuntime:
         # looked at the signal: the cancellation is recorded here.
         return self._cancel(view, reason)
 
+    async def _cancel_elsewhere(self, run_id: str, reason: str, wait_s: float) -> RunView:
+        """Append a cancel request for the worker holding the run, and wait (at most `wait_s`,
+        then TimeoutError) until the run has stopped."""
+        stop = time.monotonic() + wait_s
+        while True:
+            view = self.journal.load(run_id)
+            if view.state in (S.QUEUED, S.AWAITING_APPROVAL):
+                return self._cancel(view, reason)  # its worker is not in a call: stop it here
+            if view.state not in _LIVE:
+                return view
+            if view.cancel_requested is None:
+                try:
+                    view = self._append(view, EventKind.CANCEL_REQUESTED, {"reason": reason})
+                except RunConflictError:
+                    continue
+            if time.monotonic() >= stop:
+                raise TimeoutError(f"run {run_id} was asked to stop but has not yet")
+            await asyncio.sleep(CANCEL_POLL_S)
+
     async def _drive(self, run_id: str, deadline: float | None,
                      signal: CancelSignal) -> Advance:
         view = self.journal.load(run_id)
+        if view.cancel_requested is not None:
+            return Advance(self._cancel(view, view.cancel_requested))
         config = RunConfig.of(view.config)
         if view.state is S.QUEUED:
             view = self._append(view, EventKind.STARTED, {})
@@ -262,9 +345,21 @@ class AgentRuntime:
             messages=view.messages(),
             tools=() if final else tuple(tool.spec for tool in self.tools.values()),
             max_tokens=config.max_output_tokens)
+        streamed = view
+
+        def on_delta(delta: Delta) -> None:
+            # Appended as it arrives, so a reader of the run's events (its SSE stream) sees the
+            # answer grow; a crash mid-stream leaves deltas and no answer, and the turn is asked
+            # again.
+            nonlocal streamed
+            streamed = self._append(streamed, EventKind.ASSISTANT_DELTA,
+                                    {"turn": view.turn, **delta_to_json(delta)})
+
+        call = (self.model.stream(request, on_delta) if isinstance(self.model, StreamingModel)
+                else self.model.complete(request))
         try:
-            response = await cancellable(self.model.complete(request), signal)
-        except (Cancelled, ModelCallError):
+            response = await cancellable(call, signal)
+        except (Cancelled, ModelCallError, RunConflictError):
             raise
         except Exception as exc:
             # A broken model adapter fails the run, not the worker. Only the call itself: a
@@ -272,7 +367,7 @@ class AgentRuntime:
             raise ModelCallError(f"{type(exc).__name__}: {exc}") from exc
         self.hook("model_answered", view.run_id, None)
         message = response.message()
-        view = self._append(view, EventKind.ASSISTANT, {
+        view = self._append(streamed, EventKind.ASSISTANT, {
             "turn": view.turn, "message": message_to_json(message),
             "usage": usage_to_json(response.usage), "stop_reason": response.stop_reason})
         self.hook("assistant_recorded", view.run_id, None)
@@ -293,7 +388,29 @@ class AgentRuntime:
         why = self._guard(view, call.tool_call_id, config) if call.dispatches == 0 else None
         if why is not None:
             return self.toolgate.error_result(view, call, why, "guard")
+        ask = self._needs_approval(view, call)
+        if ask is not None:
+            return self._append(view, EventKind.APPROVAL_REQUESTED, {
+                "turn": call.turn, "tool_call_id": call.tool_call_id,
+                "resume_token": uuid.uuid4().hex,
+                "payload": {"kind": BEFORE_DISPATCH, "tool": call.name, "effect": call.effect,
+                            "operation_id": call.operation_id, "input": dict(call.input),
+                            "arguments_hash": call.arguments_hash, "reason": ask,
+                            "decisions": list(FIRST_DECISIONS)}})
         return await self.toolgate.settle(view, call, config, signal)
+
+    def _needs_approval(self, view: RunView, call: CallView) -> str | None:
+        """Why a human must approve the call before its first dispatch, or None."""
+        tool = self.tools.get(call.name)
+        if tool is None or call.dispatches or call.tool_call_id in view.approved_calls:
+            return None
+        if tool.needs_approval:
+            return f"tool {call.name!r} runs only with a human's approval"
+        if (tool.effect is not Effect.READ_ONLY and tool.provider is not None
+                and not self.ledger.store.contract(tool.provider).compensable):
+            return (f"provider {tool.provider!r} cannot undo this ({call.effect}, compensable: "
+                    "false): a human approves it before it is sent")
+        return None
 
     def _guard(self, view: RunView, tool_call_id: str, config: RunConfig) -> str | None:
         """Why a call must not run (final turn, too many calls, a loop), from the events alone,
@@ -305,9 +422,11 @@ class AgentRuntime:
             return "Not run: tools are not available in the final turn."
         if sum(1 for c in calls[:index] if c.turn == call.turn) >= config.max_tool_calls_per_turn:
             return over_limit_message(config.max_tool_calls_per_turn)
-        history = [(c.name, c.arguments_hash) for c in calls[:index]]
-        if is_repeat(history, (call.name, call.arguments_hash), config.repeat_limit):
-            return repeat_message(call.name, config.repeat_limit)
+        history = [Attempted((c.name, c.arguments_hash),
+                             c.result.content if c.result is not None and not c.result.is_error
+                             else None) for c in calls[:index]]
+        if is_repeat(history, (call.name, call.arguments_hash), config):
+            return repeat_message(call.name, config.repeat_limit, config.repeat_window)
         return None
 
     def _complete(self, view: RunView, config: RunConfig) -> RunView:
@@ -324,7 +443,7 @@ class AgentRuntime:
             "last_checkpoint": view.checkpoint_turn})
 
     def _pause(self, view: RunView) -> Advance:
-        request_id = new_request_id()
+        request_id = new_request_id(view.run_id)
         view = self._append(view, EventKind.CONTINUE_REQUESTED,
                             {"request_id": request_id, "tool_steps": view.tool_steps})
         return Advance(view, ContinueRequest(request_id, view.run_id, view.tool_steps))
@@ -355,7 +474,8 @@ class AgentRuntime:
         if pending is None or view.state is not S.AWAITING_APPROVAL:
             return view
         operation = view.calls[pending.tool_call_id].operation_id
-        if operation is not None and (self.ledger.judge(operation).decision.verdict
+        sent = pending.payload.get("kind") != BEFORE_DISPATCH  # nothing to find otherwise
+        if sent and operation is not None and (self.ledger.judge(operation).decision.verdict
                                       is Verdict.VERIFIED_APPLIED):
             return self._append(view, EventKind.APPROVAL_DECIDED, {
                 "tool_call_id": pending.tool_call_id, "decision": "applied",

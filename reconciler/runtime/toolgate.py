@@ -67,6 +67,9 @@ class ToolGate:
         self.tools = tools
         self.holder = holder
         self.hook = hook
+        #: Held while a probe runs on a thread: the store's other users on the event loop (the
+        #: run's heartbeat) wait, since a store may have one connection (in-memory SQLite).
+        self.off_loop = asyncio.Lock()
 
     @property
     def now(self) -> Callable[[], datetime]:
@@ -122,7 +125,8 @@ class ToolGate:
             # and its time on record, not only in its own journal.
             self._record_attempt(tool, view, call, number, at, None)
         try:
-            output = await cancellable(tool.handler(self._tool_call(view, tool, call)), cancel)
+            output = await cancellable(
+                tool.handler(replace(self._tool_call(view, tool, call), cancel=cancel)), cancel)
         except Cancelled:
             raise
         except Exception as exc:  # a handler's failure is the model's to see
@@ -194,7 +198,9 @@ class ToolGate:
             if judgement.decision.verdict is not Verdict.INDETERMINATE:
                 break
             # Probes block (and may hang up to their timeout): off the event loop.
-            probed: Judgement | None = await asyncio.to_thread(self.reconcile, operation_id)
+            async with self.off_loop:
+                probed: Judgement | None = await asyncio.to_thread(self.reconcile,
+                                                                   operation_id)
             judgement = probed or self.ledger.judge(operation_id)
             if judgement.decision.verdict is Verdict.INDETERMINATE:
                 await cancellable(asyncio.sleep(config.reconcile_wait_s), cancel)

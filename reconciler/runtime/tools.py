@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.domain import Effect, Match, Outcome
 from reconciler.hashing import canonical_json, derive_idempotency_key, request_hash
 from reconciler.runs.messages import ToolSpec
+from reconciler.runtime.cancel import CancelSignal
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,10 @@ class ToolCall:
     idempotency_key: str
     #: 1 for the first dispatch; more only after the retry gate granted one.
     attempt: int
+    #: The run's cancellation. The handler's task is cancelled when it fires; work the handler
+    #: hands elsewhere (a thread, a child process, another client) checks `cancel.cancelled`
+    #: or awaits `cancel.wait()` to stop too. Never fires for a call that is not dispatched.
+    cancel: CancelSignal = field(default_factory=CancelSignal, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +60,8 @@ class Tool:
     `provider`/`action` name the operation for the reconciler (required unless read_only).
     `request` gives the exact parameters the provider receives, whose hash the intent records
     (default: the tool input); `correlation` the references probes search by; `uses_key` whether
-    the derived idempotency key is sent to the provider (default: for idempotent writes).
+    the derived idempotency key is sent to the provider (default: for idempotent writes);
+    `needs_approval` whether a human approves each call before it is first sent.
     """
 
     spec: ToolSpec
@@ -66,6 +72,10 @@ class Tool:
     request: Callable[[ToolCall], Any] | None = None
     correlation: Callable[[ToolCall], Mapping[str, str]] | None = None
     uses_key: bool | None = None
+    #: Ask a human before the first dispatch (the run pauses in awaiting_approval with the
+    #: call and a resume token). Side-effecting calls to a provider whose contract says
+    #: `compensable: false` are asked about whatever this says.
+    needs_approval: bool = False
 
     def __post_init__(self) -> None:
         if self.effect is not Effect.READ_ONLY and not self.provider:

@@ -13,7 +13,14 @@ from dataclasses import asdict, fields
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    model_validator,
+)
 
 from reconciler.ports import OperationSummary
 from reconciler.runs.events import CallView, EventKind, RunEvent, RunView
@@ -57,30 +64,75 @@ DeadlineS = Annotated[float, Field(
     gt=0, le=MAX_DEADLINE_S, description="seconds to work on the run before answering; a run "
     "with more to do pauses with a continue_request")]
 Token = Annotated[str, Field(min_length=1, max_length=200), Storable]
+Stream = Annotated[bool, Field(description="answer with the run's events as server-sent events "
+                               "(as does Accept: text/event-stream)")]
 
 
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class InputMessage(_In):
+    """A user message, as seed 003's requests carry the task (`input: [{role, content}]`)."""
+
+    role: Literal["user"]
+    content: str = Field(min_length=1, max_length=60_000)
+
+
+class DatabricksOptions(BaseModel):
+    """Seed 003's options object: `long_task` is read, other options are accepted and unused."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    long_task: bool = False
+
+
 class RunIn(_In):
-    input: Annotated[str, Storable] = Field(min_length=1, max_length=60_000,
-                                            description="the task")
+    input: (Annotated[str, Field(min_length=1, max_length=60_000), Storable]
+            | Annotated[list[InputMessage], Field(min_length=1, max_length=100)] | None) = Field(
+        None, description="the task: text, or user messages (joined by blank lines)")
+    messages: list[dict[str, Any]] | None = Field(
+        None, min_length=1, max_length=10_000,
+        description="a long task's follow-up instead of `input`: the previous messages, the "
+                    "task_continue_request and a task_continue_response answering it")
+    long_task: bool = Field(False, description="pause for the deadline with seed 003's "
+                            "response.output_item.done / task_continue_request event")
+    databricks_options: DatabricksOptions | None = None
     config: RunConfigIn | None = None
     correlation_id: Token | None = None
     run_id: RunId | None = Field(None, description="default: a new unique id")
     deadline_s: DeadlineS = DEFAULT_DEADLINE_S
+    stream: Stream = False
+
+    @model_validator(mode="after")
+    def _input_or_messages(self) -> RunIn:
+        if (self.input is None) == (self.messages is None):
+            raise ValueError("give either input (a new run) or messages (a long task's "
+                             "follow-up), not both")
+        return self
+
+    @property
+    def is_long_task(self) -> bool:
+        return self.long_task or bool(self.databricks_options
+                                      and self.databricks_options.long_task)
+
+    @property
+    def task(self) -> str:
+        """The task as the run's input text (only for a new run)."""
+        if isinstance(self.input, list):
+            return "\n\n".join(message.content for message in self.input)
+        return self.input or ""
 
 
 class ApproveIn(_In):
     """A human's decision on the call the run waits for (see AgentRuntime.decide)."""
 
     resume_token: Token
-    decision: Literal["applied", "not_applied", "approve_retry"]
+    decision: Literal["applied", "not_applied", "approve_retry", "approve"]
     actor: Name | None = Field(None, description="ignored when a credential is used: the "
                                "actor recorded is the credential's name")
     note: Note = ""
     deadline_s: DeadlineS = DEFAULT_DEADLINE_S
+    stream: Stream = False
 
 
 class RejectIn(_In):
@@ -89,6 +141,7 @@ class RejectIn(_In):
                                "actor recorded is the credential's name")
     note: Note = ""
     deadline_s: DeadlineS = DEFAULT_DEADLINE_S
+    stream: Stream = False
 
 
 class CancelIn(_In):
@@ -99,12 +152,14 @@ class CancelIn(_In):
 class ResumeIn(_In):
     config: RunConfigIn | None = Field(None, description="changes, e.g. a larger budget")
     deadline_s: DeadlineS = DEFAULT_DEADLINE_S
+    stream: Stream = False
 
 
 class ContinueIn(_In):
     type: Literal["task_continue_response"]
     continue_request_id: Token
     deadline_s: DeadlineS = DEFAULT_DEADLINE_S
+    stream: Stream = False
 
 
 class UsageOut(BaseModel):
@@ -126,6 +181,7 @@ class ContinueRequestOut(BaseModel):
     id: str
     run_id: str
     tool_steps: int
+    step: int = Field(description="seed 003's name for tool_steps")
 
 
 class CallOut(BaseModel):
@@ -208,7 +264,7 @@ def run_out(view: RunView, unhealthy: Sequence[OperationSummary] = ()) -> RunOut
                              resume_token=approval.resume_token, payload=dict(approval.payload),
                              requested_at=approval.requested_at) if approval else None,
         continue_request=ContinueRequestOut(id=view.continue_request, run_id=view.run_id,
-                                            tool_steps=view.tool_steps)
+                                            tool_steps=view.tool_steps, step=view.tool_steps)
         if view.continue_request is not None else None,
         calls=[_call_out(call) for call in view.calls.values()],
         health=HealthOut(healthy=not unhealthy, unhealthy_calls=[

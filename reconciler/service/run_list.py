@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from reconciler.ports import RunSummary
 from reconciler.runs.states import RunState
 from reconciler.runtime.wire import RUN_ID_MAX
+from reconciler.service.auth import Reader
 from reconciler.service.problems import problem_responses
 from reconciler.service.wiring import Wired
 from reconciler.store.schema import journal_of
@@ -62,7 +63,8 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
 
 @router.get("", response_model=RunListOut, responses=problem_responses(422))
-def list_runs(wiring: Wired, query: Annotated[RunQueryIn, Query()]) -> RunListOut:
+def list_runs(wiring: Wired, query: Annotated[RunQueryIn, Query()],
+              caller: Reader) -> RunListOut:
     """Runs in id order, filtered by state, correlation id and health, `limit` at a time."""
     page = journal_of(wiring.store).list_runs(
         state=query.state.value if query.state else None, correlation_id=query.correlation_id,

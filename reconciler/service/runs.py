@@ -6,22 +6,27 @@
     POST /v1/runs/{id}/cancel          stop it (the call in flight too, if this process runs it)
     POST /v1/runs/{id}/resume          re-queue a stopped run, or pick up an orphaned live one
     POST /v1/runs/{id}/continue        answer a task_continue_request
+    GET  /v1/runs/{id}/events          the run's events as server-sent events (Last-Event-ID)
 
 Every route that works on a run does so within the request, for at most `deadline_s`; a run
 with more to do pauses and answers with a `continue_request`. Those routes are `async`: the
 agent runtime awaits its model and tools on the event loop, and a cancel request must reach the
-signal of an advance running in this process. (A cancel sent to another replica than the one
-advancing the run is recorded at once, but the call in flight there runs to its end.)
+signal of an advance running in this process. A cancel sent to another replica than the one
+advancing the run is stored in the run's journal; that replica's heartbeat sees it and stops
+its call in flight. `stream` (or Accept: text/event-stream) answers with server-sent events
+(`run_stream`); GET /v1/runs/{id}/events is where a lost stream reconnects.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from reconciler.errors import (
     ApprovalError,
@@ -35,10 +40,15 @@ from reconciler.errors import (
 from reconciler.runs.events import RunView
 from reconciler.runs.states import RunState
 from reconciler.runtime.agent import Agent
+from reconciler.runtime.continuation import (
+    check_response,
+    continue_event,
+    follow_up,
+    run_of_request,
+)
 from reconciler.runtime.guards import caller_limits
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.wire import (
-    MAX_DEADLINE_S,
     RUN_ID_MAX,
     RUN_ID_PATTERN,
     ApproveIn,
@@ -61,6 +71,13 @@ from reconciler.service.problems import (
     problem_response,
     problem_responses,
 )
+from reconciler.service.run_stream import (
+    MEDIA_TYPE,
+    last_event_id,
+    seed_event,
+    stream_response,
+    wants_stream,
+)
 from reconciler.service.wiring import Wiring
 from reconciler.store.schema import journal_of
 
@@ -70,6 +87,8 @@ ILLEGAL_TRANSITION = ProblemType("illegal-transition", 409, "The run's state doe
 RUN_CONFLICT = ProblemType("run-conflict", 409, "Another request or worker is working on the run")
 CONTINUATION_MISMATCH = ProblemType("continuation-mismatch", 409, "Not the run's pending continue "
                                                           "request")
+CONTINUATION_INCOMPLETE = ProblemType("continuation-incomplete", 422,
+                                      "The follow-up does not say which pause it continues")
 APPROVAL_MISMATCH = ProblemType("approval-mismatch", 409,
                                 "No pending approval has this resume token")
 RUN_KEY = ProblemType("run-key", 503, "The run key cannot open this run's events")
@@ -84,9 +103,9 @@ _BY_ERROR: dict[type[RunError], ProblemType] = {
 }
 #: Live states a run may be left in by a worker that died mid-advance: resume picks it up.
 _ORPHANABLE = frozenset({RunState.QUEUED, RunState.RUNNING, RunState.AWAITING_TOOL})
-#: A run's lease outlasts the longest request (a step may overrun the deadline), so that no
-#: other worker takes over a run a request is still advancing.
-LEASE_S = 2 * MAX_DEADLINE_S
+#: A run's lease, renewed every third of it while a request advances the run (the runtime's
+#: heartbeat): a worker that died is taken over after this long, not after the longest request.
+LEASE_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +125,12 @@ class Runs:
                 {"loc": ["body", "config"], "msg": msg, "type": "over_limit"}
                 for msg in refused]})
         return config or {}
+
+
+def stream_responses(status: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI: a route that answers with server-sent events when asked to stream."""
+    return {status: {"content": {"application/json": {}, MEDIA_TYPE: {}},
+                     "description": "the run; or, streamed, its events as they happen"}}
 
 
 def build_runs(wiring: Wiring, agent: Agent) -> Runs:
@@ -157,14 +182,84 @@ async def _advanced(runs: Runs, run_id: str, deadline_s: float) -> RunOut:
     return _out(runs, advance.view)
 
 
-@router.post("", status_code=201, response_model=RunOut, responses=problem_responses(404, 409))
-async def create_run(body: RunIn, caller: Worker, runs: RunsDep) -> RunOut:
+def _streamed(request: Request, runs: Runs, run_id: str, after: int,
+              work: Coroutine[Any, Any, Any], status_code: int = 200, *,
+              long_task: bool = False) -> StreamingResponse:
+    """The request's work on the run, answered as its events after `after` (or after the
+    client's Last-Event-ID) while the work goes on. A long task's response has an id, and
+    ends with seed 003's task_continue_request event if the run paused."""
+    seen = last_event_id(request.headers)
+    response_id = f"resp_{uuid.uuid4().hex}"
+
+    def pause(view: RunView) -> str | None:
+        if view.continue_request is None:
+            return None
+        return seed_event(continue_event(response_id, view.continue_request, view.tool_steps))
+
+    return stream_response(runs.runtime.journal, run_id, after if seen is None else seen,
+                           work, status_code=status_code, finale=pause if long_task else None)
+
+
+def _streaming(request: Request, stream: bool) -> bool:
+    return wants_stream(request.headers.get("accept"), stream)
+
+
+@router.post("", status_code=201, response_model=RunOut,
+             responses={**stream_responses(201), **problem_responses(404, 409)})
+async def create_run(body: RunIn, caller: Worker, runs: RunsDep,
+                     request: Request) -> RunOut | Response:
     """Create a run (the agent's configuration, overridden by `config`) and work on it until it
-    completes, stops, waits for a human or reaches `deadline_s`. 409 if `run_id` is taken."""
-    view = runs.runtime.create(body.input, run_id=body.run_id,
+    completes, stops, waits for a human or reaches `deadline_s`. 409 if `run_id` is taken.
+    Streamed (`stream`, or Accept: text/event-stream): every event of the run as it happens.
+
+    Seed 003's long tasks (`long_task`, or `databricks_options.long_task`): a streamed run that
+    pauses for the deadline ends its stream with the `response.output_item.done` event of a
+    `task_continue_request`; the follow-up is a request with `messages` instead of `input`,
+    holding that item and a `task_continue_response` with its id (200, the run goes on)."""
+    if body.messages is not None:
+        return await _follow_up(request, runs, body)
+    view = runs.runtime.create(body.task, run_id=body.run_id,
                                config={**runs.defaults, **runs.check(body.config)},
                                correlation_id=body.correlation_id)
+    if _streaming(request, body.stream):
+        return _streamed(request, runs, view.run_id, 0,
+                         _advanced(runs, view.run_id, body.deadline_s), 201,
+                         long_task=body.is_long_task)
     return await _advanced(runs, view.run_id, body.deadline_s)
+
+
+async def _follow_up(request: Request, runs: Runs, body: RunIn) -> Response:
+    """A long task's follow-up: check the task_continue_response against the run's pending
+    request (422 if the request lacks it or the original item, 409 if it does not match or
+    was used), then continue the run."""
+    if body.run_id is not None or body.config is not None or body.correlation_id is not None:
+        raise ProblemError(CONTINUATION_INCOMPLETE, "a follow-up continues its run: it takes "
+                           "no run_id, config or correlation_id")
+    answer = follow_up(body.messages or [])
+    if answer is None:
+        raise ProblemError(CONTINUATION_INCOMPLETE, "the messages hold no task_continue_response "
+                           "{type, continue_request_id}: nothing says which pause to continue")
+    run_id = run_of_request(answer.continue_request_id)
+    if run_id is None:
+        raise ProblemError(CONTINUATION_MISMATCH, f"{answer.continue_request_id!r} is not a "
+                           "continue request this sidecar issued")
+    view = runs.runtime.journal.load(run_id)
+    check_response(view, answer.continue_request_id)
+    item = answer.request_item
+    if item is None:
+        raise ProblemError(CONTINUATION_INCOMPLETE, "the messages must carry the original "
+                           f"task_continue_request {answer.continue_request_id!r} before its "
+                           "response", extensions={"run_id": run_id})
+    if item.get("step") != view.tool_steps:
+        raise ProblemError(CONTINUATION_MISMATCH, f"the task_continue_request says step "
+                           f"{item.get('step')!r}; the run paused at step {view.tool_steps}",
+                           extensions={"run_id": run_id})
+    work = runs.runtime.continue_(run_id, answer.continue_request_id,
+                                  deadline=_deadline(body.deadline_s))
+    if _streaming(request, body.stream):
+        return _streamed(request, runs, run_id, view.seq, work, long_task=body.is_long_task)
+    out = _out(runs, (await work).view)
+    return JSONResponse(out.model_dump(mode="json"))
 
 
 @router.get("/{run_id}", response_model=RunEventsOut, responses=problem_responses(404, 409))
@@ -178,26 +273,36 @@ def get_run(run_id: RunIdPath, caller: Reader, runs: RunsDep,
                           runs.runtime.unhealthy(run_id))
 
 
-@router.post("/{run_id}/approve", response_model=RunOut, responses=problem_responses(404, 409))
-async def approve(run_id: RunIdPath, body: ApproveIn, caller: Operator,
-                  runs: RunsDep) -> RunOut:
+@router.post("/{run_id}/approve", response_model=RunOut,
+             responses={**stream_responses(200), **problem_responses(404, 409)})
+async def approve(run_id: RunIdPath, body: ApproveIn, caller: Operator, runs: RunsDep,
+                  request: Request) -> RunOut | Response:
     """Decide the call the run waits for, then go on. applied: the provider did it (its result
     comes from the evidence). not_applied: it did not; re-sending is approved (the retry gate
     still decides). approve_retry: approve a re-send without saying what happened."""
-    return await _decide(runs, run_id, body.resume_token, body.decision,
-                         caller.actor(body.actor), body.note, body.deadline_s)
+    return await _decide(request, runs, run_id, body.resume_token, body.decision,
+                         caller.actor(body.actor),
+                         body.note, body.deadline_s, body.stream)
 
 
-@router.post("/{run_id}/reject", response_model=RunOut, responses=problem_responses(404, 409))
-async def reject(run_id: RunIdPath, body: RejectIn, caller: Operator, runs: RunsDep) -> RunOut:
+@router.post("/{run_id}/reject", response_model=RunOut,
+             responses={**stream_responses(200), **problem_responses(404, 409)})
+async def reject(run_id: RunIdPath, body: RejectIn, caller: Operator, runs: RunsDep,
+                 request: Request) -> RunOut | Response:
     """Refuse the call the run waits for: it is not run, the model is told so and goes on."""
-    return await _decide(runs, run_id, body.resume_token, "reject", caller.actor(body.actor),
-                         body.note, body.deadline_s)
+    return await _decide(request, runs, run_id, body.resume_token, "reject",
+                         caller.actor(body.actor),
+                         body.note, body.deadline_s, body.stream)
 
 
-async def _decide(runs: Runs, run_id: str, resume_token: str, decision: str, actor: str,
-                  note: str, deadline_s: float) -> RunOut:
+async def _decide(request: Request, runs: Runs, run_id: str, resume_token: str,
+                  decision: str, actor: str, note: str, deadline_s: float,
+                  stream: bool) -> RunOut | Response:
+    before = runs.runtime.journal.load(run_id).seq
     runs.runtime.decide(run_id, resume_token, decision, actor=actor, note=note)
+    if _streaming(request, stream):
+        # A RunConflictError in the work: the stream follows whoever holds the run.
+        return _streamed(request, runs, run_id, before, _advanced(runs, run_id, deadline_s))
     try:
         return await _advanced(runs, run_id, deadline_s)
     except RunConflictError:
@@ -222,8 +327,10 @@ async def cancel(run_id: RunIdPath, body: CancelIn, caller: Operator, runs: Runs
     return _out(runs, view)
 
 
-@router.post("/{run_id}/resume", response_model=RunOut, responses=problem_responses(404, 409))
-async def resume(run_id: RunIdPath, body: ResumeIn, caller: Operator, runs: RunsDep) -> RunOut:
+@router.post("/{run_id}/resume", response_model=RunOut,
+             responses={**stream_responses(200), **problem_responses(404, 409)})
+async def resume(run_id: RunIdPath, body: ResumeIn, caller: Operator, runs: RunsDep,
+                 request: Request) -> RunOut | Response:
     """Re-queue a failed, cancelled or timed-out run (with configuration changes, e.g. a larger
     budget) and work on it. A live run nobody works on (its worker died) is picked up where its
     events say it is; 409 while another worker's lease on it runs."""
@@ -231,20 +338,39 @@ async def resume(run_id: RunIdPath, body: ResumeIn, caller: Operator, runs: Runs
     view = runs.runtime.get(run_id)
     deadline = _deadline(body.deadline_s)
     if view.state in _ORPHANABLE and body.config is None:
-        advance = await runs.runtime.advance(run_id, deadline=deadline)
+        work = runs.runtime.advance(run_id, deadline=deadline)
     else:
-        advance = await runs.runtime.resume(run_id, config=body.config, deadline=deadline)
-    return _out(runs, advance.view)
+        work = runs.runtime.resume(run_id, config=body.config, deadline=deadline)
+    if _streaming(request, body.stream):
+        return _streamed(request, runs, run_id, view.seq, work)
+    return _out(runs, (await work).view)
 
 
-@router.post("/{run_id}/continue", response_model=RunOut, responses=problem_responses(404, 409))
-async def continue_run(run_id: RunIdPath, body: ContinueIn, caller: Worker,
-                       runs: RunsDep) -> RunOut:
+@router.post("/{run_id}/continue", response_model=RunOut,
+             responses={**stream_responses(200), **problem_responses(404, 409)})
+async def continue_run(run_id: RunIdPath, body: ContinueIn, caller: Worker, runs: RunsDep,
+                       request: Request) -> RunOut | Response:
     """Answer the run's task_continue_request with its id: the run goes on. An id that is not
     the pending one, or was answered already, is 409."""
-    advance = await runs.runtime.continue_(run_id, body.continue_request_id,
-                                           deadline=_deadline(body.deadline_s))
-    return _out(runs, advance.view)
+    view = runs.runtime.journal.load(run_id)
+    check_response(view, body.continue_request_id)  # a wrong id is a 409, streamed or not
+    work = runs.runtime.continue_(run_id, body.continue_request_id,
+                                  deadline=_deadline(body.deadline_s))
+    if _streaming(request, body.stream):
+        return _streamed(request, runs, run_id, view.seq, work)
+    return _out(runs, (await work).view)
+
+
+@router.get("/{run_id}/events", responses={200: {"content": {MEDIA_TYPE: {}}},
+                                           **problem_responses(404)})
+def follow_run(run_id: RunIdPath, caller: Reader, runs: RunsDep, request: Request,
+               after: Annotated[int, Query(ge=0)] = 0) -> StreamingResponse:
+    """The run's events as server-sent events, after `Last-Event-ID` (or `after`): first from
+    the journal, then as they are appended, until the run comes to rest (completed, stopped,
+    waiting for a human, paused for a continue request). Where a lost stream reconnects."""
+    runs.runtime.journal.load(run_id)  # 404 before the stream starts
+    seen = last_event_id(request.headers)
+    return stream_response(runs.runtime.journal, run_id, after if seen is None else seen)
 
 
 def _out(runs: Runs, view: RunView) -> RunOut:
