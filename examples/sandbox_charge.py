@@ -1,5 +1,5 @@
-"""What the framework examples share: the sandbox provider's payments API as a charge tool,
-and an embedded reconciler store probing it (examples/reconciler.toml's probes).
+"""What the framework examples share: the sandbox provider's Stripe API (PaymentIntents) as a
+charge tool, and an embedded reconciler store probing it (examples/reconciler.toml's probes).
 
 Each `examples/<framework>_agent.py` drives its framework with the framework's own scripted
 model, which calls `charge` and then calls it again, as a model told "try again" would. The
@@ -31,7 +31,8 @@ ARGUMENTS = {"order": "A-17", "amount": 1200}
 
 def charge_body(operation_id: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
     """The request a charge call sends; its hash is the intent's, which the sandbox echoes."""
-    return {"amount": arguments["amount"], "currency": "eur",
+    return {"amount": arguments["amount"], "currency": "eur", "confirm": True,
+            "payment_method": "pm_card_visa",
             "metadata": {"operation_id": operation_id, "order": arguments["order"]}}
 
 
@@ -51,8 +52,8 @@ class Payments:
         if self.faults:
             headers["X-Sandbox-Fault"] = self.faults.pop(0)
         body = charge_body(call.operation_id, {"order": order, "amount": amount})
-        response = httpx.post(f"{self.url}/pay/v1/charges", headers=headers, timeout=1.0,
-                              json=body)
+        response = httpx.post(f"{self.url}/pay/v1/payment_intents", headers=headers,
+                              timeout=1.0, json=body)
         response.raise_for_status()
         answer: dict[str, Any] = response.json()
         return answer
@@ -65,7 +66,8 @@ class World:
     effects: ToolEffects
 
     def charges(self) -> list[str]:
-        return [r.ref for r in self.sandbox.state.objects() if r.provider == "pay"]
+        return [r.ref for r in self.sandbox.state.objects()
+                if r.provider == "pay" and r.ref.startswith("pi_")]
 
 
 @contextmanager
@@ -74,11 +76,10 @@ def sandbox_world(fault: str | None) -> Iterator[World]:
     with running_sandbox() as sandbox, tempfile.TemporaryDirectory() as folder:
         sandbox.state.configure(hold_s=2.0)  # a lost answer outlives the client's timeout
         config = Path(folder) / "reconciler.toml"
-        config.write_text(CONFIG.read_text().replace("http://127.0.0.1:8081", sandbox.url)
-                          .replace("visibility_lag_s = 5", "visibility_lag_s = 0"))
+        config.write_text(CONFIG.read_text().replace("http://127.0.0.1:8081", sandbox.url))
         with EmbeddedBackend(f"sqlite:///{folder}/receipts.db", config=config) as store:
             yield World(sandbox, Payments(sandbox.url, [fault] if fault else []),
-                        ToolEffects("payments", backend=store,
+                        ToolEffects("stripe", backend=store,
                                     requests={"charge": charge_body}))
 
 

@@ -50,7 +50,6 @@ CONTRACT = ProviderContract("pay", idempotency_keys=True, visibility_lag_s=0,
                             reconcile_deadline_s=600, max_attempts=3)
 
 
-@pytest.fixture
 @pytest.fixture(params=KINDS)
 def ledger(request: pytest.FixtureRequest, tmp_path: Path,
            clock: ManualClock) -> Iterator[Ledger]:
