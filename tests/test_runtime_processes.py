@@ -41,8 +41,9 @@ def python(code: str, *args: str | Path) -> list[str]:
 
 
 async def written(path: Path, call: asyncio.Future[Any]) -> str:
-    """The content of `path` once the child has written it (the child is ready then)."""
-    while not path.exists():
+    """The content of `path` once the child has written it (the child is ready then). The
+    file exists, empty, between the child's open and its write: wait for the content."""
+    while not (path.exists() and path.read_text()):
         if call.done():
             call.result()
             pytest.fail(f"the child ended without writing {path.name}")
