@@ -15,9 +15,10 @@ from typing import Any
 import httpx2  # the HTTP client this SDK version is built on
 from anthropic import Anthropic
 from anthropic.lib.tools import beta_tool
-from sandbox_charge import ARGUMENTS, Report, report, sandbox_world
+from sandbox_charge import ARGUMENTS, Payments, Report, report, sandbox_world
 
 from reconciler.integrations.anthropic import reconciled
+from reconciler.integrations.tool_calls import ToolEffects
 
 
 def scripted_messages_api(results: list[str]) -> httpx2.MockTransport:
@@ -41,21 +42,26 @@ def scripted_messages_api(results: list[str]) -> httpx2.MockTransport:
     return httpx2.MockTransport(answer)
 
 
+def drive(payments: Payments, effects: ToolEffects, run_id: str) -> list[str]:
+    """Run the tool loop as run `run_id`; what its tool calls answered the model."""
+    @beta_tool
+    def charge(order: str, amount: int) -> str:
+        """Charge the customer for an order."""
+        return json.dumps(payments.charge(order, amount))
+
+    results: list[str] = []
+    client = Anthropic(api_key="offline", max_retries=0,
+                       http_client=httpx2.Client(transport=scripted_messages_api(results)))
+    client.beta.messages.tool_runner(
+        model="scripted", max_tokens=256, thread=False,
+        messages=[{"role": "user", "content": "charge order A-17"}],
+        tools=[reconciled(charge, effects, scope=run_id)]).until_done()
+    return results
+
+
 def main(fault: str | None) -> Report:
     with sandbox_world(fault) as world:
-        @beta_tool
-        def charge(order: str, amount: int) -> str:
-            """Charge the customer for an order."""
-            return json.dumps(world.payments.charge(order, amount))
-
-        results: list[str] = []
-        client = Anthropic(api_key="offline", max_retries=0,
-                           http_client=httpx2.Client(transport=scripted_messages_api(results)))
-        client.beta.messages.tool_runner(
-            model="scripted", max_tokens=256, thread=False,
-            messages=[{"role": "user", "content": "charge order A-17"}],
-            tools=[reconciled(charge, world.effects, scope="run-anthropic")]).until_done()
-        return report(world, results)
+        return report(world, drive(world.payments, world.effects, "run-anthropic"))
 
 
 if __name__ == "__main__":

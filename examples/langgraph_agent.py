@@ -17,9 +17,10 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
-from sandbox_charge import ARGUMENTS, Report, report, sandbox_world
+from sandbox_charge import ARGUMENTS, Payments, Report, report, sandbox_world
 
 from reconciler.integrations.langchain import ReconcilerMiddleware
+from reconciler.integrations.tool_calls import ToolEffects
 
 
 class ScriptedModel(GenericFakeChatModel):
@@ -34,16 +35,20 @@ def charge_call(call_id: str) -> AIMessage:
         {"name": "charge", "id": call_id, "type": "tool_call", "args": ARGUMENTS}])
 
 
+def drive(payments: Payments, effects: ToolEffects, run_id: str) -> list[str]:
+    """Run the agent on graph thread `run_id`; what its tool calls answered the model."""
+    model = ScriptedModel(messages=iter([charge_call("call-1"), charge_call("call-2"),
+                                         AIMessage(content="finished")]))
+    agent = create_agent(model, tools=[tool(payments.charge)],
+                         middleware=[ReconcilerMiddleware(effects)])
+    config: RunnableConfig = {"configurable": {"thread_id": run_id}}
+    state = agent.invoke({"messages": [HumanMessage("charge order A-17")]}, config)
+    return [str(m.content) for m in state["messages"] if isinstance(m, ToolMessage)]
+
+
 def main(fault: str | None) -> Report:
     with sandbox_world(fault) as world:
-        model = ScriptedModel(messages=iter([charge_call("call-1"), charge_call("call-2"),
-                                             AIMessage(content="finished")]))
-        agent = create_agent(model, tools=[tool(world.payments.charge)],
-                             middleware=[ReconcilerMiddleware(world.effects)])
-        config: RunnableConfig = {"configurable": {"thread_id": "thread-langgraph"}}
-        state = agent.invoke({"messages": [HumanMessage("charge order A-17")]}, config)
-        return report(world, [str(m.content) for m in state["messages"]
-                              if isinstance(m, ToolMessage)])
+        return report(world, drive(world.payments, world.effects, "thread-langgraph"))
 
 
 if __name__ == "__main__":

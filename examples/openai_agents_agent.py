@@ -12,23 +12,29 @@ import sys
 from agents import Agent, RunConfig, Runner, function_tool
 from agents.items import ToolCallOutputItem
 from agents.testing import ScriptedModel, assistant_message, function_call
-from sandbox_charge import ARGUMENTS, Report, report, sandbox_world
+from sandbox_charge import ARGUMENTS, Payments, Report, report, sandbox_world
 
 from reconciler.integrations.openai_agents import reconciled_tool
+from reconciler.integrations.tool_calls import ToolEffects
+
+
+def drive(payments: Payments, effects: ToolEffects, run_id: str) -> list[str]:
+    """Run the agent as run `run_id`; what its tool calls answered the model."""
+    # Asks for the charge, then once more (a new call id) whatever it was told.
+    model = ScriptedModel([[function_call("charge", ARGUMENTS, call_id="call-1")],
+                           [function_call("charge", ARGUMENTS, call_id="call-2")],
+                           [assistant_message("finished")]])
+    charge = reconciled_tool(function_tool(payments.charge), effects)
+    result = Runner.run_sync(Agent(name="billing", model=model, tools=[charge]),
+                             "charge order A-17", context={"run_id": run_id},
+                             run_config=RunConfig(tracing_disabled=True))
+    return [str(item.output) for item in result.new_items
+            if isinstance(item, ToolCallOutputItem)]
 
 
 def main(fault: str | None) -> Report:
     with sandbox_world(fault) as world:
-        # Asks for the charge, then once more (a new call id) whatever it was told.
-        model = ScriptedModel([[function_call("charge", ARGUMENTS, call_id="call-1")],
-                               [function_call("charge", ARGUMENTS, call_id="call-2")],
-                               [assistant_message("finished")]])
-        charge = reconciled_tool(function_tool(world.payments.charge), world.effects)
-        result = Runner.run_sync(Agent(name="billing", model=model, tools=[charge]),
-                                 "charge order A-17", context={"run_id": "run-openai-agents"},
-                                 run_config=RunConfig(tracing_disabled=True))
-        return report(world, [str(item.output) for item in result.new_items
-                              if isinstance(item, ToolCallOutputItem)])
+        return report(world, drive(world.payments, world.effects, "run-openai-agents"))
 
 
 if __name__ == "__main__":

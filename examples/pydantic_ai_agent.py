@@ -20,9 +20,10 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
-from sandbox_charge import ARGUMENTS, Report, report, sandbox_world
+from sandbox_charge import ARGUMENTS, Payments, Report, report, sandbox_world
 
 from reconciler.integrations.pydantic_ai import ReconciledToolset
+from reconciler.integrations.tool_calls import ToolEffects
 
 
 def tool_results(messages: list[ModelMessage]) -> list[str]:
@@ -38,13 +39,17 @@ def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart("finished")])
 
 
+def drive(payments: Payments, effects: ToolEffects, run_id: str) -> list[str]:
+    """Run the agent as run `run_id`; what its tool calls answered the model."""
+    toolset = ReconciledToolset(FunctionToolset([payments.charge]), effects=effects)
+    result = Agent(FunctionModel(model), toolsets=[toolset]).run_sync("charge order A-17",
+                                                                      run_id=run_id)
+    return tool_results(result.all_messages())
+
+
 def main(fault: str | None) -> Report:
     with sandbox_world(fault) as world:
-        toolset = ReconciledToolset(FunctionToolset([world.payments.charge]),
-                                    effects=world.effects)
-        result = Agent(FunctionModel(model), toolsets=[toolset]).run_sync(
-            "charge order A-17", run_id="run-pydantic-ai")
-        return report(world, tool_results(result.all_messages()))
+        return report(world, drive(world.payments, world.effects, "run-pydantic-ai"))
 
 
 if __name__ == "__main__":

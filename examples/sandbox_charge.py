@@ -42,18 +42,25 @@ class Payments:
 
     url: str
     faults: list[str] = field(default_factory=list)
+    #: False: send no Idempotency-Key, as to a provider without keys (a resend charges again).
+    keyed: bool = True
+    http: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=1.0))
 
     def charge(self, order: str, amount: int) -> dict[str, Any]:
         """Charge the customer for an order (amount in cents)."""
         call = current_call()
         if call is None:
             raise RuntimeError("charge runs through the reconciler only")
-        headers = {"Idempotency-Key": call.intent.idempotency_key or ""}
+        return self.send(charge_body(call.operation_id, {"order": order, "amount": amount}),
+                         call.intent.idempotency_key)
+
+    def send(self, body: Mapping[str, Any], key: str | None) -> dict[str, Any]:
+        """POST one PaymentIntent; an error status raises."""
+        headers = {"Idempotency-Key": key} if key and self.keyed else {}
         if self.faults:
             headers["X-Sandbox-Fault"] = self.faults.pop(0)
-        body = charge_body(call.operation_id, {"order": order, "amount": amount})
-        response = httpx.post(f"{self.url}/pay/v1/payment_intents", headers=headers,
-                              timeout=1.0, json=body)
+        response = self.http.post(f"{self.url}/pay/v1/payment_intents", headers=headers,
+                                  json=dict(body))
         response.raise_for_status()
         answer: dict[str, Any] = response.json()
         return answer

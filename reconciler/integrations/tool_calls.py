@@ -112,6 +112,11 @@ class ToolEffects:
     #: Errors handed back as they are (recorded, not reconciled): an MCP upstream's own
     #: error result, which the client should see unchanged.
     passthrough: tuple[type[BaseException], ...] = ()
+    #: Who asks the gate for retries (default: one holder per call, from host and pid). A
+    #: worker that its supervisor restarts under the same name gives that name: the restarted
+    #: worker then renews a retry grant its killed predecessor held, instead of waiting out
+    #: the grant's lease.
+    holder: str | None = None
 
     def effect_of(self, tool: str) -> Effect:
         return Effect(self.effects.get(tool, self.default))
@@ -123,7 +128,7 @@ class ToolEffects:
                       effect=self.effect_of(tool), operation_id=operation_id, key=operation_id,
                       params=request(operation_id, arguments) if request else dict(arguments),
                       backend=self.backend, classify=self.classify,
-                      receipt=self.receipt, run_id=scope,
+                      receipt=self.receipt, run_id=scope, holder=self.holder,
                       correlation={name: str(arguments[name])
                                    for name in self.correlate.get(tool, ())
                                    if isinstance(arguments.get(name), str | int)})

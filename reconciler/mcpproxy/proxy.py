@@ -95,6 +95,8 @@ class ProxySettings:
     call_timeout_s: float = 30.0
     #: The run of calls that name none (default: one per proxy process).
     scope: str = field(default_factory=lambda: f"mcp-proxy-{uuid.uuid4().hex}")
+    #: The retry gate's holder (see ToolEffects.holder): a proxy restarted under the same name.
+    holder: str | None = None
 
 
 class ReconcilingProxy:
@@ -116,7 +118,7 @@ class ReconcilingProxy:
                            effects={**self.classes, **self.settings.effects},
                            actions=self.settings.actions, classify=upstream_outcome,
                            receipt=result_receipt, correlate=self.settings.correlate,
-                           passthrough=(UpstreamToolError,))
+                           passthrough=(UpstreamToolError,), holder=self.settings.holder)
 
     def scope(self, params: types.CallToolRequestParams) -> str:
         meta: Mapping[str, Any] = params.meta or {}

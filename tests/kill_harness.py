@@ -1,0 +1,327 @@
+"""A worker SIGKILLed between the provider's effect and its record, then restarted, for every
+framework adapter and the MCP proxy: the restarted worker finishes the same run, the provider
+holds exactly one charge for it, and the model is told that charge.
+
+    zygote (spawned once, every framework imported) ─fork─▶ worker 1: the run, SIGKILL at the
+                                                             plan's (point, n-th time reached)
+                                                    ─fork─▶ worker 2: the same run, unkilled
+    sandbox objects by request hash ─▶ one charge for the run's operation; worker 2's tool
+                                       results name it
+
+A run asks for the charge twice (the second a new tool call with the same arguments, as a model
+told "try again" would), so a plan can kill on the first call, on the repeat, or on the send a
+retry grant allows. The kill points are the worker's own steps, reached in a fixed order:
+
+    before/after record_intent   before/after reconcile   before/after ask_retry
+    sending (the POST about to leave)   mid-response (the provider committed and answered its
+    headers, the body unread)   before/after record_attempt (the effect done, not recorded)
+
+The worker kills itself with SIGKILL (reconciler.chaos.worker's `killer`, the chaos runner's),
+so the process that made the effect is the one that dies, with nothing flushed. The provider's
+contract says it takes idempotency keys (so the gate may grant a retry once the provider shows
+no charge), but the worker sends none, so the sandbox cannot deduplicate a resend: exactly one
+charge is the reconciler's doing alone. The restarted worker
+runs under the same holder name, as a supervisor restarts a worker (ToolEffects.holder).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import multiprocessing
+import os
+import signal
+import sys
+import traceback
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from probes.base import Probe
+from reconciler.chaos.worker import Kill, killer
+from reconciler.client.calls import Reply
+from reconciler.client.effects import Recorder
+from reconciler.effect_backends import EmbeddedBackend
+from reconciler.hashing import request_hash
+from reconciler.integrations.tool_calls import ToolEffects, tool_operation
+from reconciler.runtime.toolgate import Hook, no_hook
+from reconciler.sandbox import RunningSandbox
+from reconciler.schemas import AttemptIn, IntentIn, OperationOut, RetryIn, RetryOut
+from reconciler.service.settings import load_providers
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+sys.path.insert(0, str(EXAMPLES))
+
+from sandbox_charge import ARGUMENTS, Payments, charge_body  # noqa: E402
+
+PROVIDER = "stripe"
+#: A worker that outlives this is killed by the harness and its run counted as failed.
+WORKER_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Kill the worker the `nth` time it reaches `point`, its first send meeting `fault`."""
+
+    point: str
+    nth: int = 1
+    fault: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.point} #{self.nth}" + (f" ({self.fault})" if self.fault else "")
+
+
+#: 20 kill points; each is reached on its path (a plan the worker survives fails the test).
+PLANS: tuple[Plan, ...] = (
+    # The first call: nothing recorded yet, then the effect, then its record.
+    Plan("before record_intent"), Plan("after record_intent"), Plan("sending"),
+    Plan("mid-response"), Plan("before record_attempt"), Plan("after record_attempt"),
+    # The repeat: the gate reconciles and answers from the record.
+    Plan("before record_intent", 2), Plan("after record_intent", 2), Plan("before reconcile"),
+    Plan("after reconcile"), Plan("before ask_retry"), Plan("after ask_retry"),
+    # The first send fails before the provider commits: the grant, then the granted send.
+    Plan("after record_attempt", fault="fail_before_commit"),
+    Plan("after ask_retry", fault="fail_before_commit"),
+    Plan("sending", 2, fault="fail_before_commit"),
+    Plan("mid-response", 2, fault="fail_before_commit"),
+    Plan("before record_attempt", 2, fault="fail_before_commit"),
+    # The provider commits, then answers an error: applied, and the answer says otherwise.
+    Plan("mid-response", fault="error_after_commit"),
+    Plan("before record_attempt", fault="error_after_commit"),
+    Plan("after reconcile", fault="error_after_commit"),
+)
+
+
+class KillingRecorder:
+    """`backend`, reaching `hook` before and after each of its calls."""
+
+    def __init__(self, backend: Recorder, hook: Hook) -> None:
+        self.backend, self.hook = backend, hook
+
+    def _around(self, name: str, *args: Any) -> Any:
+        self.hook(f"before {name}", "", None)
+        result = getattr(self.backend, name)(*args)
+        self.hook(f"after {name}", "", None)
+        return result
+
+    def record_intent(self, intent: IntentIn) -> Reply[OperationOut]:
+        return self._around("record_intent", intent)  # type: ignore[no-any-return]
+
+    def record_attempt(self, operation_id: str, attempt: AttemptIn) -> Reply[OperationOut]:
+        return self._around("record_attempt", operation_id, attempt)  # type: ignore[no-any-return]
+
+    def reconcile(self, operation_id: str) -> OperationOut:
+        return self._around("reconcile", operation_id)  # type: ignore[no-any-return]
+
+    def ask_retry(self, operation_id: str, retry: RetryIn) -> RetryOut:
+        return self._around("ask_retry", operation_id, retry)  # type: ignore[no-any-return]
+
+
+class KillingTransport(httpx.HTTPTransport):
+    """HTTP to the provider, reaching `hook` as a write leaves and once its answer's headers
+    are in (the provider has committed by then; the body is not read yet)."""
+
+    def __init__(self, hook: Hook) -> None:
+        super().__init__()
+        self.hook = hook
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        write = request.method == "POST"
+        if write:
+            self.hook("sending", "", None)
+        response = super().handle_request(request)
+        if write:
+            self.hook("mid-response", "", None)
+        return response
+
+
+@dataclass
+class Worker:
+    """What an adapter's run gets in the forked worker. `probes` overrides, per provider, the
+    configuration's probes (the MCP proxy reads its upstream instead)."""
+
+    run_id: str
+    payments: Payments
+    backend: Recorder
+    probes: dict[str, Sequence[Probe]] = field(default_factory=dict)
+
+    @property
+    def holder(self) -> str:
+        return f"worker-{self.run_id}"
+
+    def effects(self) -> ToolEffects:
+        return ToolEffects(PROVIDER, backend=self.backend, requests={"charge": charge_body},
+                           holder=self.holder)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """An example's `drive(payments, effects, run_id)` (examples/<framework>_agent.py), or a
+    module's `drive(worker)`, runs one agent run; `body(run_id)` is the request its charge
+    sends (its hash is what the sandbox records)."""
+
+    module: str
+    body: Callable[[str], Mapping[str, Any]]
+    example: bool = True
+
+    def drive(self, worker: Worker) -> list[str]:
+        run = importlib.import_module(self.module).drive
+        answers: list[str] = (run(worker.payments, worker.effects(), worker.run_id)
+                              if self.example else run(worker))
+        return answers
+
+
+def example_body(run_id: str) -> Mapping[str, Any]:
+    """The examples' charge, as a run with scope `run_id` sends it."""
+    return charge_body(tool_operation(run_id, "charge", ARGUMENTS), ARGUMENTS)
+
+
+def mcp_body(run_id: str) -> Mapping[str, Any]:
+    return importlib.import_module("mcp_charges").body(run_id)  # type: ignore[no-any-return]
+
+
+ADAPTERS: dict[str, Adapter] = {
+    "openai-agents": Adapter("openai_agents_agent", example_body),
+    "langgraph": Adapter("langgraph_agent", example_body),
+    "pydantic-ai": Adapter("pydantic_ai_agent", example_body),
+    "anthropic": Adapter("anthropic_agent", example_body),
+    "mcp-proxy": Adapter("mcp_charges", mcp_body, example=False),
+}
+
+
+@dataclass(frozen=True)
+class Job:
+    """One worker: `adapter`'s run `run_id`, killed by `plan` (None: runs to its end)."""
+
+    adapter: str
+    run_id: str
+    plan: Plan | None
+    db: str
+    config: Path
+    sandbox_url: str
+    out: Path
+
+
+def work(job: Job) -> None:
+    """The forked worker's whole life: the run, its tool results written to `job.out`."""
+    plan = job.plan
+    hook = killer(Kill(plan.point, plan.nth)) if plan else no_hook
+    payments = Payments(job.sandbox_url, [plan.fault] if plan and plan.fault else [],
+                        keyed=False,
+                        http=httpx.Client(timeout=1.0, transport=KillingTransport(hook)))
+    configured = load_providers(job.config)
+    probes: dict[str, Sequence[Probe]] = {}
+
+    def probes_for(name: str) -> Sequence[Probe]:
+        return probes.get(name) or configured[name].probes
+
+    with EmbeddedBackend(job.db, config=job.config, probes_for=probes_for) as store:
+        worker = Worker(job.run_id, payments, KillingRecorder(store, hook), probes)
+        answers = ADAPTERS[job.adapter].drive(worker)
+    job.out.write_text(json.dumps(answers))
+
+
+def _serve(conn: Connection, modules: Sequence[str]) -> None:
+    """The zygote: import the frameworks once, then fork one worker per job and report its
+    pid and exit code (-9: killed by SIGKILL)."""
+    for module in modules:
+        importlib.import_module(module)
+    while (job := conn.recv()) is not None:
+        pid = os.fork()
+        if pid == 0:  # the worker
+            code = 0
+            try:
+                work(job)
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        conn.send(pid)
+        _, status = os.waitpid(pid, 0)
+        conn.send(os.waitstatus_to_exitcode(status))
+
+
+class Zygote:
+    """A spawned process with the adapters imported, forking workers on demand."""
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.conn, theirs = context.Pipe()
+        modules = sorted({a.module for a in ADAPTERS.values()})
+        self.process = context.Process(target=_serve, args=(theirs, modules), daemon=True)
+        self.process.start()
+
+    def run(self, job: Job) -> int:
+        """Run one worker to its end or its death: its exit code (-1000: timed out)."""
+        self.conn.send(job)
+        # The first fork waits for the zygote's imports.
+        if not self.conn.poll(WORKER_TIMEOUT_S * 2):
+            raise TimeoutError("the zygote forked no worker")
+        pid = self.conn.recv()
+        if self.conn.poll(WORKER_TIMEOUT_S):
+            return int(self.conn.recv())
+        os.kill(pid, signal.SIGKILL)
+        self.conn.recv()
+        return -1000
+
+    def close(self) -> None:
+        self.conn.send(None)
+        self.process.join(10)
+        if self.process.is_alive():
+            self.process.kill()
+
+
+@dataclass(frozen=True)
+class KillRun:
+    """What one plan came to: the first worker's exit, the charges for the run at the
+    provider, and what the restarted worker's tool calls answered the model."""
+
+    plan: Plan
+    first_exit: int
+    second_exit: int
+    charges: list[str]
+    answers: list[str]
+
+    @property
+    def killed(self) -> bool:
+        return self.first_exit == -signal.SIGKILL
+
+    @property
+    def told(self) -> bool:
+        """Every answer the restarted run gave the model names the one charge."""
+        return len(self.charges) == 1 and bool(self.answers) and all(
+            self.charges[0] in answer for answer in self.answers)
+
+
+def kill_and_restart(zygote: Zygote, sandbox: RunningSandbox, adapter: str, config: Path,
+                     folder: Path, plans: Sequence[Plan] = PLANS) -> list[KillRun]:
+    """Every plan as a fresh run of `adapter`: killed, restarted, counted."""
+    db = f"sqlite:///{folder / f'{adapter}.db'}"
+    nonce = uuid.uuid4().hex[:6]
+    runs = []
+    for index, plan in enumerate(plans):
+        run_id = f"{adapter}-{nonce}-{index:02d}"
+        out = folder / f"{run_id}.json"
+        first = zygote.run(Job(adapter, run_id, plan, db, config, sandbox.url, out))
+        second = zygote.run(Job(adapter, run_id, None, db, config, sandbox.url, out))
+        wanted = request_hash(dict(ADAPTERS[adapter].body(run_id)))
+        charges = [r.ref for r in sandbox.state.objects() if r.request_hash == wanted]
+        answers = json.loads(out.read_text()) if second == 0 else []
+        runs.append(KillRun(plan, first, second, charges, answers))
+    return runs
+
+
+def sandbox_config(sandbox: RunningSandbox, folder: Path) -> Path:
+    """examples/reconciler.toml, reading `sandbox`."""
+    text = (EXAMPLES / "reconciler.toml").read_text()
+    config = folder / "reconciler.toml"
+    config.write_text(text.replace("http://127.0.0.1:8081", sandbox.url))
+    return config
