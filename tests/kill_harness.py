@@ -127,7 +127,7 @@ class KillingTransport(httpx.HTTPTransport):
     are in (the provider has committed by then; the body is not read yet)."""
 
     def __init__(self, hook: Hook) -> None:
-        super().__init__()
+        super().__init__(verify=False)  # plain HTTP on loopback: no CA bundle to load
         self.hook = hook
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -220,7 +220,8 @@ def work(job: Job) -> None:
     def probes_for(name: str) -> Sequence[Probe]:
         return probes.get(name) or configured[name].probes
 
-    with EmbeddedBackend(job.db, config=job.config, probes_for=probes_for) as store:
+    with EmbeddedBackend(job.db, probes_for=probes_for,
+                         contracts=[setup.contract for setup in configured.values()]) as store:
         worker = Worker(job.run_id, payments, KillingRecorder(store, hook), probes)
         answers = ADAPTERS[job.adapter].drive(worker)
     job.out.write_text(json.dumps(answers))
