@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp.types as types
@@ -27,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 
 from reconciler.client.effects import Recorder
 from reconciler.domain import Effect, Outcome
+from reconciler.effect import current_call
 from reconciler.integrations.tool_calls import ToolEffects, ToolOutcome
 from reconciler.outcomes import answer_of
 from reconciler.schemas import MatchIn
@@ -35,6 +36,12 @@ from reconciler.schemas import MatchIn
 #: proxy's own `scope` is the run (a stdio proxy serves one client): MCP requests need not
 #: share a session, and a client's retry may come on a new connection.
 RUN_META = "io.reconciler/run_id"
+#: Where a forwarded call carries its intent's idempotency key, in the request's `_meta`: the
+#: same key on the first send and on a granted retry, for an upstream that deduplicates by it.
+#: SEP-3182 would put it in `params.idempotencyKey` behind a `tools.idempotency` capability;
+#: the `mcp` package can neither send that field nor read that capability (both dropped by its
+#: types), so `_meta`, which it passes through, is the only place (docs/integrations/mcp.md).
+KEY_META = "io.reconciler/idempotency_key"
 
 
 class UpstreamToolError(Exception):
@@ -142,8 +149,11 @@ class ReconcilingProxy:
         arguments = dict(params.arguments or {})
 
         async def forward() -> types.CallToolResult:
+            call = current_call()
+            key = call.intent.idempotency_key if call else None
             result = await self.upstream.call_tool(
-                params.name, arguments, read_timeout_seconds=self.settings.call_timeout_s)
+                params.name, arguments, read_timeout_seconds=self.settings.call_timeout_s,
+                meta=cast(types.RequestParamsMeta, {KEY_META: key}) if key else None)
             if result.is_error:
                 raise UpstreamToolError(result)
             return result
