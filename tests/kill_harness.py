@@ -1,6 +1,7 @@
-"""A worker SIGKILLed between the provider's effect and its record, then restarted, for every
-framework adapter and the MCP proxy: the restarted worker finishes the same run, the provider
-holds exactly one charge for it, and the model is told that charge.
+"""A worker SIGKILLed between the provider's effect and its record, then restarted, for
+`@effect` on a plain function, every framework adapter and the MCP proxy: the restarted worker
+finishes the same run, the provider holds exactly one charge for it, and the model (the
+caller) is told that charge.
 
     zygote (spawned once, every framework imported) ─fork─▶ worker 1: the run, SIGKILL at the
                                                              plan's (point, n-th time reached)
@@ -16,11 +17,12 @@ retry grant allows. The kill points are the worker's own steps, reached in a fix
     sending (the POST about to leave)   mid-response (the provider committed and answered its
     headers, the body unread)   before/after record_attempt (the effect done, not recorded)
 
-The worker kills itself with SIGKILL (reconciler.chaos.worker's `killer`, the chaos runner's),
-so the process that made the effect is the one that dies, with nothing flushed. The provider's
-contract says it takes idempotency keys (so the gate may grant a retry once the provider shows
-no charge), but the worker sends none, so the sandbox cannot deduplicate a resend: exactly one
-charge is the reconciler's doing alone. The restarted worker
+and one plan kills from a timer while the provider holds the request, which it commits after
+the worker died. The worker kills itself with SIGKILL (reconciler.chaos.worker's `killer`, the
+chaos runner's), so the process that made the effect is the one that dies, with nothing
+flushed. The provider's contract says it takes idempotency keys (so the gate may grant a retry
+once the provider shows no charge), but the worker sends none, so the sandbox cannot
+deduplicate a resend: exactly one charge is the reconciler's doing alone. The restarted worker
 runs under the same holder name, as a supervisor restarts a worker (ToolEffects.holder).
 """
 
@@ -32,6 +34,8 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
+import time
 import traceback
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -46,6 +50,7 @@ from probes.base import Probe
 from reconciler.chaos.worker import Kill, killer
 from reconciler.client.calls import Reply
 from reconciler.client.effects import Recorder
+from reconciler.effect import effect
 from reconciler.effect_backends import EmbeddedBackend
 from reconciler.hashing import request_hash
 from reconciler.integrations.tool_calls import ToolEffects, tool_operation
@@ -66,20 +71,39 @@ WORKER_TIMEOUT_S = 30.0
 
 @dataclass(frozen=True)
 class Plan:
-    """Kill the worker the `nth` time it reaches `point`, its first send meeting `fault`."""
+    """Kill the worker the `nth` time it reaches `point` (or `after_s` later, from another
+    thread: while the provider holds the request), its first send meeting `fault`. `settle_s`
+    is how long the provider may still be committing a killed worker's request: the restart
+    waits that long (a resend before the orphan commits is the visibility race that
+    idempotency keys close, and this worker sends none)."""
 
     point: str
     nth: int = 1
     fault: str | None = None
+    after_s: float = 0.0
+    settle_s: float = 0.0
 
     def __str__(self) -> str:
-        return f"{self.point} #{self.nth}" + (f" ({self.fault})" if self.fault else "")
+        later = f" +{self.after_s}s" if self.after_s else ""
+        return f"{self.point} #{self.nth}{later}" + (f" ({self.fault})" if self.fault else "")
+
+    def hook(self) -> Hook:
+        kill = killer(Kill(self.point, self.nth))
+        if not self.after_s:
+            return kill
+
+        def later(point: str, run_id: str, tool_call_id: str | None) -> None:
+            threading.Timer(self.after_s, kill, (point, run_id, tool_call_id)).start()
+
+        return later
 
 
-#: 20 kill points; each is reached on its path (a plan the worker survives fails the test).
+#: 21 kill points; each is reached on its path (a plan the worker survives fails the test).
 PLANS: tuple[Plan, ...] = (
     # The first call: nothing recorded yet, then the effect, then its record.
     Plan("before record_intent"), Plan("after record_intent"), Plan("sending"),
+    # Killed while the provider holds the request; it commits after the worker died.
+    Plan("sending", fault="delay=0.3", after_s=0.1, settle_s=0.5),
     Plan("mid-response"), Plan("before record_attempt"), Plan("after record_attempt"),
     # The repeat: the gate reconciles and answers from the record.
     Plan("before record_intent", 2), Plan("after record_intent", 2), Plan("before reconcile"),
@@ -161,16 +185,20 @@ class Worker:
 
 @dataclass(frozen=True)
 class Adapter:
-    """An example's `drive(payments, effects, run_id)` (examples/<framework>_agent.py), or a
-    module's `drive(worker)`, runs one agent run; `body(run_id)` is the request its charge
-    sends (its hash is what the sandbox records)."""
+    """`run` ("module:function") runs one agent run: an example's `drive(payments, effects,
+    run_id)` (examples/<framework>_agent.py), else a `drive(worker)`; `body(run_id)` is the
+    request its charge sends (its hash is what the sandbox records)."""
 
-    module: str
+    run: str
     body: Callable[[str], Mapping[str, Any]]
     example: bool = True
 
+    @property
+    def module(self) -> str:
+        return self.run.partition(":")[0]
+
     def drive(self, worker: Worker) -> list[str]:
-        run = importlib.import_module(self.module).drive
+        run = getattr(importlib.import_module(self.module), self.run.partition(":")[2])
         answers: list[str] = (run(worker.payments, worker.effects(), worker.run_id)
                               if self.example else run(worker))
         return answers
@@ -185,12 +213,36 @@ def mcp_body(run_id: str) -> Mapping[str, Any]:
     return importlib.import_module("mcp_charges").body(run_id)  # type: ignore[no-any-return]
 
 
+def effect_body(run_id: str) -> Mapping[str, Any]:
+    return charge_body(run_id, ARGUMENTS)
+
+
+def drive_effect(worker: Worker) -> list[str]:
+    """`@effect` on a plain function, called twice, as a caller that tries again would (a
+    failed call's error is its answer)."""
+    body = effect_body(worker.run_id)
+
+    @effect(provider=PROVIDER, action="payment_intents.create", operation_id=worker.run_id,
+            key=worker.run_id, params=body, backend=worker.backend, holder=worker.holder)
+    def charge() -> dict[str, Any]:
+        return worker.payments.send(body, worker.run_id)
+
+    answers = []
+    for _ in range(2):
+        try:
+            answers.append(str(charge()))
+        except httpx.HTTPStatusError as failed:
+            answers.append(f"failed: {failed}")
+    return answers
+
+
 ADAPTERS: dict[str, Adapter] = {
-    "openai-agents": Adapter("openai_agents_agent", example_body),
-    "langgraph": Adapter("langgraph_agent", example_body),
-    "pydantic-ai": Adapter("pydantic_ai_agent", example_body),
-    "anthropic": Adapter("anthropic_agent", example_body),
-    "mcp-proxy": Adapter("mcp_charges", mcp_body, example=False),
+    "effect": Adapter("kill_harness:drive_effect", effect_body, example=False),
+    "openai-agents": Adapter("openai_agents_agent:drive", example_body),
+    "langgraph": Adapter("langgraph_agent:drive", example_body),
+    "pydantic-ai": Adapter("pydantic_ai_agent:drive", example_body),
+    "anthropic": Adapter("anthropic_agent:drive", example_body),
+    "mcp-proxy": Adapter("mcp_charges:drive", mcp_body, example=False),
 }
 
 
@@ -210,7 +262,7 @@ class Job:
 def work(job: Job) -> None:
     """The forked worker's whole life: the run, its tool results written to `job.out`."""
     plan = job.plan
-    hook = killer(Kill(plan.point, plan.nth)) if plan else no_hook
+    hook = plan.hook() if plan else no_hook
     payments = Payments(job.sandbox_url, [plan.fault] if plan and plan.fault else [],
                         keyed=False,
                         http=httpx.Client(timeout=1.0, transport=KillingTransport(hook)))
@@ -312,6 +364,7 @@ def kill_and_restart(zygote: Zygote, sandbox: RunningSandbox, adapter: str, conf
         run_id = f"{adapter}-{nonce}-{index:02d}"
         out = folder / f"{run_id}.json"
         first = zygote.run(Job(adapter, run_id, plan, db, config, sandbox.url, out))
+        time.sleep(plan.settle_s)
         second = zygote.run(Job(adapter, run_id, None, db, config, sandbox.url, out))
         wanted = request_hash(dict(ADAPTERS[adapter].body(run_id)))
         charges = [r.ref for r in sandbox.state.objects() if r.request_hash == wanted]

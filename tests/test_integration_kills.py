@@ -1,6 +1,7 @@
-"""For each framework adapter and the MCP proxy: the worker is SIGKILLed between the provider's
-effect and the result's record (20 kill points, each a fresh run), restarted, and the run
-finishes with exactly one charge at the provider, which the model is told (kill_harness.py)."""
+"""For `@effect`, each framework adapter and the MCP proxy: the worker is SIGKILLed between the
+provider's effect and the result's record (21 kill points, each a fresh run), restarted, and the
+run finishes with exactly one charge at the provider, which the model is told (kill_harness.py).
+"""
 
 from __future__ import annotations
 
@@ -10,15 +11,9 @@ from pathlib import Path
 import pytest
 from kill_harness import ADAPTERS, PLANS, Zygote, kill_and_restart, sandbox_config
 
-from reconciler.sandbox import RunningSandbox, running_sandbox
+from reconciler.sandbox import RunningSandbox
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[RunningSandbox]:
-    with running_sandbox() as handle:
-        yield handle
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +28,9 @@ def test_a_worker_killed_between_effect_and_record_is_restarted_and_charges_once
         adapter: str, sandbox: RunningSandbox, zygote: Zygote, tmp_path: Path) -> None:
     runs = kill_and_restart(zygote, sandbox, adapter, sandbox_config(sandbox, tmp_path),
                             tmp_path)
-    report = [f"{run.plan}: exit {run.first_exit}/{run.second_exit}, charges {run.charges}, "
-              f"told {run.answers}" for run in runs]
+    report = "\n".join(f"{run.plan}: exit {run.first_exit}/{run.second_exit}, charges "
+                       f"{run.charges}, told {run.answers}" for run in runs)
     assert len(runs) == len(PLANS) >= 20
-    assert all(run.killed for run in runs), "\n".join(report)
-    assert all(run.second_exit == 0 and len(run.charges) == 1 for run in runs), \
-        "\n".join(report)
-    assert all(run.told for run in runs), "\n".join(report)
+    assert all(run.killed for run in runs), report
+    assert all(run.second_exit == 0 and len(run.charges) == 1 for run in runs), report
+    assert all(run.told for run in runs), report
