@@ -316,6 +316,13 @@ def serve_command(
         help="The agent /v1/runs runs: package.module:attribute, an Agent or a function "
              "returning one, looked up from the current directory first [env "
              "RECONCILER_AGENT]. Without it /v1/runs answers 404 no-agent.")] = None,
+    run_lease_s: Annotated[float | None, typer.Option(
+        help="An agent run's lease, heartbeated while a worker advances it; a dead worker's "
+             "run is taken over this long after its last renewal [default 30].")] = None,
+    supervise_interval_s: Annotated[float | None, typer.Option(
+        help="With --agent: seconds between the supervisor's looks for queued runs and runs "
+             "whose worker died, which it advances; 0: no supervisor [default 2; "
+             "RECONCILER_SUPERVISE_BATCH and _CONCURRENCY bound its work].")] = None,
     credentials_file: Annotated[Path | None, typer.Option(
         help="JSON file of credential hashes, written by `reconciler credential add` [env "
              "RECONCILER_CREDENTIALS_FILE].")] = None,
@@ -344,6 +351,7 @@ def serve_command(
           "probe_timeout_s": probe_timeout_s, "probe_budget": probe_budget,
           "retry_lease_ttl_s": retry_lease_ttl_s, "max_body_bytes": max_body_bytes,
           "shutdown_timeout_s": shutdown_timeout_s, "agent": agent,
+          "run_lease_s": run_lease_s, "supervise_interval_s": supervise_interval_s,
           "credentials_file": credentials_file, "allowed_hosts": allowed_hosts,
           "tls_cert": tls_cert, "tls_key": tls_key,
           "behind_tls_proxy": True if behind_tls_proxy else None,
