@@ -149,19 +149,26 @@ def chaos_command(
     verbose: Annotated[bool, typer.Option(
         "--verbose", help="Also print every run that was not clean, with what went wrong.",
     )] = False,
+    supervised: Annotated[bool, typer.Option(
+        "--supervised", help="Nobody resumes: a `reconciler serve` process beside the killed "
+        "workers finishes their runs with its supervisor once their 2 s leases lapse.",
+    )] = False,
 ) -> None:
     """Kill agent workers with SIGKILL at every durable step and check the resumed runs.
 
     Each run plays the origin scenario against a loopback sandbox: read the channel
     (read_only), post a message and open a ticket (non_idempotent), charge a deposit
     (idempotent_write). Its first worker is killed at one step (cycling through all of them,
-    the occurrence chosen by --seed); a second worker takes the run over and finishes it. Then
+    the occurrence chosen by --seed); a second worker takes the run over and finishes it (with
+    --supervised: the supervisor of a second `reconciler serve` process on the same store
+    finds the orphaned run when its lease lapses, and finishes it). Then
     every effect at the sandbox is counted. Prints one line per kill point and a closing line;
     exits 1 if any effect was duplicated or any step lost. Escalated runs (waiting for a human
     because the evidence does not allow a retry) are counted, not failed."""
     from reconciler.chaos.runner import chaos
 
-    report = chaos(runs, seed=seed, db_url=db, progress=lambda line: typer.echo(line, err=True))
+    report = chaos(runs, seed=seed, db_url=db, supervised=supervised,
+                   progress=lambda line: typer.echo(line, err=True))
     if verbose:
         for result in report.results:
             if result.notes:
