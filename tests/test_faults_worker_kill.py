@@ -1,10 +1,11 @@
 """Fault harness: agent workers killed with SIGKILL at every durable step, across all three
 effect classes (the `reconciler chaos` runner, at small scale; `--fault-scale N` for more).
 
-A second worker takes each run over (or, supervised, a `reconciler serve` process's supervisor
-finds it once the dead worker's lease lapses). Whatever the kill point, no effect may happen twice at the
-provider and no step may be lost; a run may stop for a human only where the evidence forbids a
-retry (a provider without idempotency keys whose effect is verified not applied)."""
+A second worker takes each run over (or, supervised, a `reconciler serve` process's
+supervisor finds it once the dead worker's lease lapses). Whatever the kill point, no effect may
+happen twice at the provider and no step may be lost; a run may stop for a human only where the
+evidence forbids a retry (a provider without idempotency keys whose effect is verified not
+applied)."""
 
 from __future__ import annotations
 

@@ -52,6 +52,13 @@ async def settled(sup: Supervisor) -> None:
         await asyncio.sleep(0.01)
 
 
+async def look(sup: Supervisor) -> list[str]:
+    """One look, and the advances it started, to their end; the runs it claimed."""
+    claimed = await sup.tick()
+    await settled(sup)
+    return claimed
+
+
 def orphan(world: World, tool: FakeTool, point: str = "delivered") -> str:
     """A run whose worker was SIGKILLed at `point` (by default: the call sent, its answer not
     recorded): its lease still names the dead worker."""
@@ -66,12 +73,7 @@ def test_a_queued_run_nobody_started_is_advanced(world: World) -> None:
     run_id = world.start(sup.runtime)
     world.clock.advance(LEASE_S + 1)
 
-    async def scenario() -> list[str]:
-        claimed = await sup.tick()
-        await settled(sup)
-        return claimed
-
-    assert run(scenario()) == [run_id]
+    assert run(look(sup)) == [run_id]
     assert world.journal.load(run_id).state is RunState.COMPLETED
     assert len(tool.calls) == 1
 
@@ -92,12 +94,7 @@ def test_a_run_whose_lease_lapsed_is_finished_without_repeating_its_effect(world
     sup = supervisor(world, tool, "replica-b")
     world.clock.advance(LEASE_S + 1)
 
-    async def scenario() -> list[str]:
-        claimed = await sup.tick()
-        await settled(sup)
-        return claimed
-
-    assert run(scenario()) == [run_id]
+    assert run(look(sup)) == [run_id]
     view = world.journal.load(run_id)
     assert view.state is RunState.COMPLETED
     # The dead worker sent it; the evidence shows it applied: never sent again.
@@ -137,11 +134,7 @@ def test_a_look_claims_at_most_its_batch(world: World) -> None:
     world.clock.advance(LEASE_S + 1)
 
     async def scenario() -> list[int]:
-        sizes = [len(await sup.tick())]
-        await settled(sup)
-        sizes.append(len(await sup.tick()))
-        await settled(sup)
-        return sizes
+        return [len(await look(sup)), len(await look(sup))]
 
     assert run(scenario()) == [2, 2]
 
@@ -243,5 +236,5 @@ def test_a_run_paused_before_the_upgrade_stays_paused(tmp_path: Path) -> None:
                              {"id": run_id, "seq": seq, "kind": kind, "at": at})
     upgrade(engine)
     with engine.connect() as conn:
-        paused = dict(conn.execute(text("SELECT run_id, paused FROM runs")).all())
+        paused: dict[str, bool] = dict(conn.execute(text("SELECT run_id, paused FROM runs")).all())
     assert paused == {"paused": True, "working": False}
