@@ -74,7 +74,7 @@ def second_replica(db_url: str, sandbox_url: str, run_key: str, config: dict[str
     command = [sys.executable, "-m", "reconciler", "serve", "--db", db_url, "--port", "0",
                "--config", str(config_file), "--agent", "reconciler.chaos.agent:served",
                "--run-lease-s", str(LEASE_S), "--supervise-interval-s",
-               str(SUPERVISE_INTERVAL_S), "--sweep-interval-s", "1"]
+               str(SUPERVISE_INTERVAL_S)]
     with log_file.open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
