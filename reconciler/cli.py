@@ -149,19 +149,26 @@ def chaos_command(
     verbose: Annotated[bool, typer.Option(
         "--verbose", help="Also print every run that was not clean, with what went wrong.",
     )] = False,
+    supervised: Annotated[bool, typer.Option(
+        "--supervised", help="Nobody resumes: a `reconciler serve` process beside the killed "
+        "workers finishes their runs with its supervisor once their 2 s leases lapse.",
+    )] = False,
 ) -> None:
     """Kill agent workers with SIGKILL at every durable step and check the resumed runs.
 
     Each run plays the origin scenario against a loopback sandbox: read the channel
     (read_only), post a message and open a ticket (non_idempotent), charge a deposit
     (idempotent_write). Its first worker is killed at one step (cycling through all of them,
-    the occurrence chosen by --seed); a second worker takes the run over and finishes it. Then
+    the occurrence chosen by --seed); a second worker takes the run over and finishes it (with
+    --supervised: the supervisor of a second `reconciler serve` process on the same store
+    finds the orphaned run when its lease lapses, and finishes it). Then
     every effect at the sandbox is counted. Prints one line per kill point and a closing line;
     exits 1 if any effect was duplicated or any step lost. Escalated runs (waiting for a human
     because the evidence does not allow a retry) are counted, not failed."""
     from reconciler.chaos.runner import chaos
 
-    report = chaos(runs, seed=seed, db_url=db, progress=lambda line: typer.echo(line, err=True))
+    report = chaos(runs, seed=seed, db_url=db, supervised=supervised,
+                   progress=lambda line: typer.echo(line, err=True))
     if verbose:
         for result in report.results:
             if result.notes:
@@ -316,6 +323,13 @@ def serve_command(
         help="The agent /v1/runs runs: package.module:attribute, an Agent or a function "
              "returning one, looked up from the current directory first [env "
              "RECONCILER_AGENT]. Without it /v1/runs answers 404 no-agent.")] = None,
+    run_lease_s: Annotated[float | None, typer.Option(
+        help="An agent run's lease, heartbeated while a worker advances it; a dead worker's "
+             "run is taken over this long after its last renewal [default 30].")] = None,
+    supervise_interval_s: Annotated[float | None, typer.Option(
+        help="With --agent: seconds between the supervisor's looks for queued runs and runs "
+             "whose worker died, which it advances; 0: no supervisor [default 2; "
+             "RECONCILER_SUPERVISE_BATCH and _CONCURRENCY bound its work].")] = None,
     credentials_file: Annotated[Path | None, typer.Option(
         help="JSON file of credential hashes, written by `reconciler credential add` [env "
              "RECONCILER_CREDENTIALS_FILE].")] = None,
@@ -344,6 +358,7 @@ def serve_command(
           "probe_timeout_s": probe_timeout_s, "probe_budget": probe_budget,
           "retry_lease_ttl_s": retry_lease_ttl_s, "max_body_bytes": max_body_bytes,
           "shutdown_timeout_s": shutdown_timeout_s, "agent": agent,
+          "run_lease_s": run_lease_s, "supervise_interval_s": supervise_interval_s,
           "credentials_file": credentials_file, "allowed_hosts": allowed_hosts,
           "tls_cert": tls_cert, "tls_key": tls_key,
           "behind_tls_proxy": True if behind_tls_proxy else None,

@@ -65,3 +65,12 @@ HTTP_DURATION = Histogram("reconciler_http_request_duration_seconds",
                           "route template.", ["method", "route"],
                           buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
                                    2.5, 5, 10, 30))
+
+# The supervisor of `serve`: runs it picked up (queued, or orphaned by a dead worker) by the
+# state its advance left them in (or conflict, error), and its looks.
+SUPERVISED_RUNS = Counter("reconciler_supervised_runs_total",
+                          "Runs the supervisor claimed and advanced, by the state the advance "
+                          "left them in (completed, awaiting_approval, ...; conflict, error).",
+                          ["outcome"])
+SUPERVISOR_TICKS = Counter("reconciler_supervisor_ticks_total",
+                           "Looks the supervisor took for runs needing work.")

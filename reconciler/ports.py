@@ -302,6 +302,19 @@ class Journal(Protocol):
         """Give up the run's lease if `holder` has it."""
         ...
 
+    def needing_work(self, now: datetime, idle_before: datetime, limit: int) -> list[str]:
+        """Live runs (queued, running, awaiting a tool) that no worker advances and no client
+        must continue (not paused for a continue request, not awaiting approval): those whose
+        lease lapsed, and those nobody has held since `idle_before`; longest waiting first,
+        at most `limit`."""
+        ...
+
+    def claim_unattended(self, run_id: str, holder: str, now: datetime, ttl_s: float,
+                         idle_before: datetime) -> bool:
+        """Take the run's lease only if it still needs work as `needing_work` says, atomically:
+        of two supervisors that found one run, only one gets it."""
+        ...
+
     def list_runs(self, *, state: str | None = None, correlation_id: str | None = None,
                   unhealthy: bool | None = None, after: str | None = None,
                   limit: int = 50) -> list[RunSummary]:

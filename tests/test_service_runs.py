@@ -13,6 +13,7 @@ import dataclasses
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,11 +29,12 @@ from reconciler.errors import AgentLoadError
 from reconciler.ledger import Ledger
 from reconciler.runs.messages import ToolSpec
 from reconciler.runtime.agent import Agent, load_agent
+from reconciler.runtime.loop import create_run
 from reconciler.runtime.models import Model
 from reconciler.runtime.scripted import ScriptedModel, Step, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
 from reconciler.service import Settings, create_app, load_settings
-from reconciler.store.schema import open_store
+from reconciler.store.schema import journal_of, open_store
 
 from service_harness import serving, serving_process
 from sidecar_client import TOKEN, assert_problem
@@ -379,3 +381,21 @@ def test_a_tool_that_needs_approval_waits_and_runs_once_approved(tmp_path: Path)
         "before_dispatch")
     assert "approve, reject" in assert_problem(wrong, 409, "approval-mismatch")["detail"]
     assert run["state"] == "completed" and send.attempts == [1]
+
+
+def test_serve_supervises_a_run_nobody_started(tmp_path: Path) -> None:
+    # Queued by another process (no request works on it): the supervisor that runs with the
+    # app picks it up once it has sat idle for a lease, and finishes it.
+    steps = [call(tool_use("lookup", {"q": "x"})), say("found it")]
+    with sidecar(tmp_path, steps, [lookup_tool()],
+                 settings={"supervise_interval_s": 0.1, "run_lease_s": 1}) as http:
+        other = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
+        create_run(journal_of(other), "find x", Ledger(other).clock(), run_id="queued-1",
+                   config=QUICK)
+        state = "queued"
+        for _ in range(100):  # bounded: 10 s
+            state = ok(http.get("/v1/runs/queued-1"))["state"]
+            if state == "completed":
+                break
+            time.sleep(0.1)
+    assert state == "completed"

@@ -13,7 +13,9 @@ id in them, so the sandbox's records can be matched to operations by request has
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -21,11 +23,18 @@ from reconciler.demo.agent import CHANNEL, SHAPES, Shape, receipt_of
 from reconciler.domain import Effect
 from reconciler.hashing import canonical_json
 from reconciler.runs.messages import ToolSpec
+from reconciler.runtime.agent import Agent
 from reconciler.runtime.scripted import ScriptedModel, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
 
 #: The per-request patience of a tool; the sandbox answers in milliseconds.
 TOOL_TIMEOUT_S = 5.0
+#: Short reconcile waits: the sandbox's lagging searches settle within a second.
+CONFIG: dict[str, Any] = {"reconcile_rounds": 10, "reconcile_wait_s": 0.25, "max_turns": 6}
+TASK = ("Deploy is done: tell the channel, open a ticket for the flaky step, charge the "
+        "deposit.")
+#: Where `served` finds the sandbox (set by `reconciler chaos --supervised`).
+SANDBOX_ENV = "RECONCILER_CHAOS_SANDBOX"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,3 +99,12 @@ def tools(sandbox_url: str, http: httpx.AsyncClient) -> list[Tool]:
     reader = Tool(ToolSpec("read_channel", "read the channel's latest messages",
                            {"type": "object"}), Effect.READ_ONLY, read_channel)
     return [reader, *(sender(name, SHAPES[provider]) for name, provider in SHAPE_OF.items())]
+
+
+def served() -> Agent:
+    """The chaos agent for `reconciler serve --agent reconciler.chaos.agent:served`, against
+    the sandbox at $RECONCILER_CHAOS_SANDBOX (the supervised chaos mode's second replica)."""
+    url = os.environ.get(SANDBOX_ENV)
+    if not url:
+        raise ValueError(f"set {SANDBOX_ENV} to the sandbox's URL")
+    return Agent(script(), tools(url, httpx.AsyncClient()), config=CONFIG)

@@ -1,5 +1,6 @@
 """The chaos runner: many runs of the origin scenario, each worker killed at one durable step,
-each run finished by a fresh worker; then the sandbox is counted.
+each run finished by a fresh worker (or, --supervised, by another serve process's supervisor:
+`chaos.supervised`); then the sandbox is counted.
 
     for every run:  create ─▶ worker 1 (SIGKILL at point p, n-th time) ─▶ worker 2 (takes over)
                                                                               │
@@ -17,6 +18,7 @@ from __future__ import annotations
 import multiprocessing
 import random
 import signal
+import subprocess
 import tempfile
 import uuid
 from collections import Counter
@@ -26,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from probes.config import parse_config
-from reconciler.chaos.agent import SHAPE_OF, STEPS
+from reconciler.chaos.agent import CONFIG, SHAPE_OF, STEPS, TASK
+from reconciler.chaos.supervised import LEASE_S, second_replica, settle
 from reconciler.chaos.worker import Kill, work
 from reconciler.demo.agent import SHAPES
 from reconciler.demo.scenarios import probe_config
@@ -51,10 +54,6 @@ POINTS: dict[str, int] = {
     "result_recorded": len(STEPS), "checkpointed": TURNS,
 }
 WORKER_TIMEOUT_S = 60.0
-#: Short reconcile waits: the sandbox's lagging searches settle within a second.
-CONFIG: dict[str, Any] = {"reconcile_rounds": 10, "reconcile_wait_s": 0.25, "max_turns": 6}
-TASK = ("Deploy is done: tell the channel, open a ticket for the flaky step, charge the "
-        "deposit.")
 
 
 @dataclass
@@ -108,45 +107,79 @@ class Report:
         return out
 
 
-def chaos(runs: int, *, seed: int = 0, db_url: str | None = None,
+def chaos(runs: int, *, seed: int = 0, db_url: str | None = None, supervised: bool = False,
           progress: Callable[[str], None] = lambda line: None) -> Report:
-    """Play `runs` runs, killing the first worker of each at a step chosen by `seed`."""
+    """Play `runs` runs, killing the first worker of each at a step chosen by `seed`. Each run
+    is finished by a second worker that takes it over, or, `supervised`, by the supervisor of
+    a `reconciler serve` process running beside them (`chaos.supervised`): nobody resumes."""
     rng = random.Random(seed)
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["reconciler.chaos.worker"])
     nonce = uuid.uuid4().hex[:8]
+    kills = [Kill(point, rng.randint(1, POINTS[point]))
+             # Every point in turn, so a short run covers them all; the occurrence at random.
+             for point in (list(POINTS)[index % len(POINTS)] for index in range(runs))]
     with tempfile.TemporaryDirectory(prefix="chaos-") as tmp, running_sandbox() as sandbox:
         url = db_url or f"sqlite:///{Path(tmp) / 'chaos.db'}"
         store = open_store(url)
-        for setup in parse_config(probe_config(sandbox.url), env={}, source="<chaos>").values():
+        config = probe_config(sandbox.url)
+        for setup in parse_config(config, env={}, source="<chaos>").values():
             store.put_contract(setup.contract)
         # A key for this chaos session only: its runs are thrown away with it.
         run_key = new_key()
         journal = SqlJournal(store, Sealer([run_key]))
-        results = []
-        points = list(POINTS)
-        for index in range(runs):
-            # Every point in turn, so a short run covers them all; the occurrence at random.
-            point = points[index % len(points)]
-            kill = Kill(point, rng.randint(1, POINTS[point]))
-            run_id = f"chaos-{nonce}-{index:04d}"
-            create_run(journal, TASK, utcnow(), run_id=run_id, config=CONFIG)
-            first = _spawn(context, (url, sandbox.url, run_id, kill, run_key))
-            killed = first == -signal.SIGKILL
-            second = _spawn(context, (url, sandbox.url, run_id, None, run_key))
-            result = assess(journal.load(run_id), kill, killed, sandbox.state)
-            if second != 0:
-                result.notes.append(f"resuming worker exited with {second}")
-            results.append(result)
-            if (index + 1) % 10 == 0 or index + 1 == runs:
-                report = Report(results)
-                progress(f"{index + 1}/{runs} runs: {report.duplicates} duplicates, "
-                         f"{report.lost} lost, {report.escalated} escalated")
+        ids = [f"chaos-{nonce}-{index:04d}" for index in range(runs)]
+        if supervised:
+            with second_replica(url, sandbox.url, run_key, config, Path(tmp)) as replica:
+                results = _supervised(context, journal, url, sandbox, run_key, ids, kills,
+                                      replica, progress)
+        else:
+            results = []
+            for run_id, kill in zip(ids, kills, strict=True):
+                create_run(journal, TASK, utcnow(), run_id=run_id, config=CONFIG)
+                first = _spawn(context, (url, sandbox.url, run_id, kill, run_key))
+                second = _spawn(context, (url, sandbox.url, run_id, None, run_key))
+                result = assess(journal.load(run_id), kill, first == -signal.SIGKILL,
+                                sandbox.state)
+                if second != 0:
+                    result.notes.append(f"resuming worker exited with {second}")
+                results.append(result)
+                _progress(progress, results, runs)
         store.engine.dispose()
     return Report(results)
 
 
-def _spawn(context: object, args: tuple[str, str, str, Kill | None, str]) -> int:
+def _supervised(context: object, journal: SqlJournal, url: str, sandbox: Any, run_key: str,
+                ids: list[str], kills: list[Kill], replica: subprocess.Popen[bytes],
+                progress: Callable[[str], None]) -> list[RunResult]:
+    """Start each run in a worker that is killed (one after the other, without waiting for the
+    rescue), then wait for the second replica's supervisor to finish them all."""
+    exits = []
+    for index, (run_id, kill) in enumerate(zip(ids, kills, strict=True)):
+        exits.append(_spawn(context, (url, sandbox.url, run_id, kill, run_key, LEASE_S)))
+        if (index + 1) % 10 == 0 or index + 1 == len(ids):
+            progress(f"{index + 1}/{len(ids)} runs started and killed")
+    unfinished = settle(journal, ids, replica)
+    results = []
+    for run_id, kill, code in zip(ids, kills, exits, strict=True):
+        result = assess(journal.load(run_id), kill, code == -signal.SIGKILL, sandbox.state)
+        if run_id in unfinished:
+            result.notes.append("not finished by the supervisor in time"
+                                if replica.poll() is None else
+                                f"the second replica exited with {replica.returncode}")
+        results.append(result)
+    _progress(progress, results, len(ids))
+    return results
+
+
+def _progress(progress: Callable[[str], None], results: list[RunResult], runs: int) -> None:
+    if len(results) % 10 == 0 or len(results) == runs:
+        report = Report(results)
+        progress(f"{len(results)}/{runs} runs: {report.duplicates} duplicates, "
+                 f"{report.lost} lost, {report.escalated} escalated")
+
+
+def _spawn(context: object, args: tuple[Any, ...]) -> int:
     """Run one worker (`worker.work(*args)`) to its end or its death; its exit code (-9:
     killed by SIGKILL)."""
     process = context.Process(  # type: ignore[attr-defined]

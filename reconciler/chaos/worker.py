@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import httpx
 
 from probes.config import parse_config
-from reconciler.chaos.agent import script, tools
+from reconciler.chaos.agent import CONFIG, TASK, script, tools
 from reconciler.demo.scenarios import probe_config
 from reconciler.gate import RetryGate
 from reconciler.ledger import Ledger
-from reconciler.runtime.loop import AgentRuntime
+from reconciler.runtime.loop import AgentRuntime, create_run
 from reconciler.runtime.toolgate import Hook, no_hook
 from reconciler.schedule import SweepPolicy
 from reconciler.store.journal import SqlJournal
@@ -50,13 +50,17 @@ def killer(kill: Kill) -> Hook:
     return hook
 
 
-def work(db_url: str, sandbox_url: str, run_id: str, kill: Kill | None, run_key: str) -> None:
-    """Advance `run_id` to its end (process entry point; exits 0 unless killed)."""
-    asyncio.run(_work(db_url, sandbox_url, run_id, kill, Sealer([run_key])))
+def work(db_url: str, sandbox_url: str, run_id: str, kill: Kill | None, run_key: str,
+         lease_s: float | None = None) -> None:
+    """Advance `run_id` to its end (process entry point; exits 0 unless killed). With
+    `lease_s` (the supervised mode) the worker is a serve process taking a new run: it creates
+    the run, as POST /v1/runs does, and advances it under a lease of `lease_s`; otherwise it
+    takes over a run whose previous worker it knows is dead."""
+    asyncio.run(_work(db_url, sandbox_url, run_id, kill, Sealer([run_key]), lease_s))
 
 
 async def _work(db_url: str, sandbox_url: str, run_id: str, kill: Kill | None,
-                sealer: Sealer) -> None:
+                sealer: Sealer, lease_s: float | None) -> None:
     store = open_store(db_url)
     ledger = Ledger(store)
     leases = SqlLeases(store)
@@ -66,9 +70,15 @@ async def _work(db_url: str, sandbox_url: str, run_id: str, kill: Kill | None,
     sweeper = Sweeper(ledger, leases, lambda name: providers[name].probes,
                       SweepPolicy(probe_timeout_s=2.0, lease_s=2.0), holder=holder)
     async with httpx.AsyncClient() as http:
-        runtime = AgentRuntime(SqlJournal(store, sealer), ledger, RetryGate(ledger, leases),
+        journal = SqlJournal(store, sealer)
+        runtime = AgentRuntime(journal, ledger, RetryGate(ledger, leases),
                                script(), tools(sandbox_url, http), sweeper.reconcile,
-                               holder=holder, hook=killer(kill) if kill else no_hook)
-        # The supervisor saw the previous worker die: taking its lease over is safe.
-        await runtime.advance(run_id, take_over=True)
+                               holder=holder, hook=killer(kill) if kill else no_hook,
+                               **({} if lease_s is None else {"lease_s": lease_s}))
+        if lease_s is None:
+            # The runner saw the previous worker die: taking its lease over is safe.
+            await runtime.advance(run_id, take_over=True)
+        else:
+            create_run(journal, TASK, ledger.clock(), run_id=run_id, config=CONFIG)
+            await runtime.advance(run_id)
     store.engine.dispose()

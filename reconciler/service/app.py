@@ -39,7 +39,8 @@ def create_app(settings: Settings, *, ledger: Ledger | None = None,
     """The service. Without `ledger` it opens (and migrates) the store at `settings.db`;
     without `probes_for` no operation has probes, and verdicts come from posted evidence.
     The runs API runs `agent`, else the one `settings.agent` names; without either its routes
-    answer a no-agent problem."""
+    answer a no-agent problem. With an agent, the supervisor (runtime.supervisor) runs with the
+    app and advances queued runs and runs whose worker died."""
     app = FastAPI(title="Effect-receipt reconciler", version=_version(), lifespan=lifespan,
                   docs_url=None, redoc_url=None,
                   description="Records intents before dispatch, asks providers what happened, "
@@ -48,6 +49,7 @@ def create_app(settings: Settings, *, ledger: Ledger | None = None,
     app.state.wiring = build_wiring(settings, ledger, probes_for)
     agent = agent or (load_agent(settings.agent) if settings.agent else None)
     app.state.runs = runs.build_runs(app.state.wiring, agent) if agent else None
+    app.state.supervisor = runs.supervisor_of(settings, app.state.runs)
     routers = (operations.router, run_list.router, runs.router, webhooks.router, health.router)
     for router in routers:
         # The webhook routes authenticate by the provider's signature (their own check).

@@ -48,6 +48,7 @@ from reconciler.runtime.continuation import (
 )
 from reconciler.runtime.guards import caller_limits
 from reconciler.runtime.loop import AgentRuntime
+from reconciler.runtime.supervisor import Supervisor
 from reconciler.runtime.wire import (
     RUN_ID_MAX,
     RUN_ID_PATTERN,
@@ -78,6 +79,7 @@ from reconciler.service.run_stream import (
     stream_response,
     wants_stream,
 )
+from reconciler.service.settings import Settings
 from reconciler.service.wiring import Wiring
 from reconciler.store.schema import journal_of
 
@@ -103,9 +105,6 @@ _BY_ERROR: dict[type[RunError], ProblemType] = {
 }
 #: Live states a run may be left in by a worker that died mid-advance: resume picks it up.
 _ORPHANABLE = frozenset({RunState.QUEUED, RunState.RUNNING, RunState.AWAITING_TOOL})
-#: A run's lease, renewed every third of it while a request advances the run (the runtime's
-#: heartbeat): a worker that died is taken over after this long, not after the longest request.
-LEASE_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,11 +134,23 @@ def stream_responses(status: int) -> dict[int | str, dict[str, Any]]:
 
 def build_runs(wiring: Wiring, agent: Agent) -> Runs:
     """Runs on the service's own store, retry gate and sweeper: a tool call whose effect is
-    unknown is reconciled with the operations' probes and evidence."""
+    unknown is reconciled with the operations' probes and evidence. A run's lease is
+    `run_lease_s`, renewed every third of it while a request (or the supervisor) advances the
+    run: a worker that died is taken over after that long, not after the longest request."""
     runtime = AgentRuntime(counted_events(journal_of(wiring.store)), wiring.ledger,
-                           wiring.gate, agent.model,
-                           agent.tools, wiring.sweeper.reconcile, lease_s=LEASE_S)
+                           wiring.gate, agent.model, agent.tools, wiring.sweeper.reconcile,
+                           lease_s=wiring.settings.run_lease_s)
     return Runs(runtime, dict(agent.config), agent.caller_may_set)
+
+
+def supervisor_of(settings: Settings, runs: Runs | None) -> Supervisor | None:
+    """The supervisor `serve` runs beside the runs API (`supervise_*` settings): none without
+    an agent, or with supervise_interval_s 0."""
+    if runs is None or settings.supervise_interval_s <= 0:
+        return None
+    return Supervisor(runs.runtime, interval_s=settings.supervise_interval_s,
+                      batch=settings.supervise_batch,
+                      concurrency=settings.supervise_concurrency)
 
 
 def install_run_problems(app: FastAPI) -> None:

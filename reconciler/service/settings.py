@@ -76,6 +76,16 @@ class Settings(BaseModel):
     config: Path | None = Field(None, description="TOML file with [service] and [providers.*]")
     agent: str | None = Field(None, min_length=1, description="package.module:attribute of the "
                               "agent /v1/runs runs (see runtime.agent.load_agent)")
+    run_lease_s: float = Field(30.0, ge=1, le=3600, description="an agent run's lease, renewed "
+                               "every third of it while a worker advances the run: a dead "
+                               "worker's run is taken over this long after its last renewal")
+    supervise_interval_s: float = Field(2.0, ge=0, le=3600, description="with an agent: "
+                                        "seconds between the supervisor's looks for queued "
+                                        "runs and runs whose worker died; 0: no supervisor")
+    supervise_batch: int = Field(8, ge=1, le=1000, description="runs the supervisor picks up "
+                                 "per look, at most")
+    supervise_concurrency: int = Field(32, ge=1, le=10_000, description="runs the supervisor "
+                                       "advances at once, at most")
     credentials_file: Path | None = Field(None, description="JSON file of credential hashes "
                                           "(reconciler credential add)")
     #: From RECONCILER_CREDENTIAL_<NAME> variables (hashes only; never a flag or the file).

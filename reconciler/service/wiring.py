@@ -18,6 +18,7 @@ from reconciler.gate import RetryGate
 from reconciler.ledger import Judgement, Ledger
 from reconciler.metrics import VERDICTS
 from reconciler.ports import Leases, Store
+from reconciler.runtime.supervisor import Supervisor
 from reconciler.schedule import SweepPolicy
 from reconciler.schemas import OperationOut
 from reconciler.service.metering import timed_calls
@@ -88,15 +89,22 @@ def build_wiring(settings: Settings, ledger: Ledger | None,
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Sweep while serving. At shutdown (after uvicorn has finished the requests in flight)
-    wait for a running sweep, then give up this sweeper's probe leases so another replica can
-    take its operations at once instead of when the leases expire."""
+    """Sweep, and supervise runs (with an agent), while serving. At shutdown (after uvicorn has
+    finished the requests in flight) stop the supervisor (its runs get `shutdown_timeout_s` to
+    come to rest, then give up their leases), wait for a running sweep, then give up this
+    sweeper's probe leases so another replica can take its operations at once instead of when
+    the leases expire."""
     wiring: Wiring = app.state.wiring
     interval = wiring.settings.sweep_interval_s
     scheduler = sweep_periodically(wiring.sweeper, interval) if interval > 0 else None
+    supervisor: Supervisor | None = getattr(app.state, "supervisor", None)
+    if supervisor is not None:
+        supervisor.start()
     try:
         yield
     finally:
+        if supervisor is not None:
+            await supervisor.stop(wiring.settings.shutdown_timeout_s)
         if scheduler is not None:
             await asyncio.to_thread(scheduler.shutdown, wait=True)
         try:

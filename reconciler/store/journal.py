@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, func, or_, update
+from sqlalchemy import ColumnElement, and_, exists, false, func, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
@@ -24,6 +24,7 @@ from reconciler.domain import Verdict
 from reconciler.errors import RunConflictError, UnknownRunError
 from reconciler.ports import RunSummary
 from reconciler.runs.events import EventKind, RunEvent, RunView, apply, project
+from reconciler.runs.states import RunState
 from reconciler.store.sealing import Sealer
 from reconciler.store.sql import SqlStore
 from reconciler.store.tables import IntentRow, RunEventRow, RunRow, StateRow, ToolResultRow
@@ -35,6 +36,18 @@ _UNHEALTHY = exists().where(
     col(IntentRow.run_id) == col(RunRow.run_id),
     col(StateRow.operation_id) == col(IntentRow.operation_id),
     col(StateRow.verdict) == Verdict.FALSE_SUCCESS.value)
+
+#: States a worker advances (a run awaiting approval waits for a human; the rest have stopped).
+_WORKABLE = (RunState.QUEUED.value, RunState.RUNNING.value, RunState.AWAITING_TOOL.value)
+
+
+def _unattended(now: datetime, idle_before: datetime) -> tuple[ColumnElement[bool], ...]:
+    """A live run no worker advances and no client must continue: its lease lapsed, or nobody
+    has held it since `idle_before`. Led by ix_runs_needing_work (migration 0008)."""
+    return (col(RunRow.state).in_(_WORKABLE), col(RunRow.paused) == false(),
+            or_(col(RunRow.lease_expires_at) <= now,
+                and_(col(RunRow.lease_expires_at).is_(None),
+                     col(RunRow.updated_at) <= idle_before)))
 
 
 class SqlJournal:
@@ -113,6 +126,34 @@ class SqlJournal:
                 raise UnknownRunError(run_id)
         return False
 
+    def claim_unattended(self, run_id: str, holder: str, now: datetime, ttl_s: float,
+                         idle_before: datetime) -> bool:
+        """Take the run's lease only if the run still needs a worker (`needing_work`), in one
+        conditional UPDATE: of two supervisors that both found it, one wins."""
+        expires = now + timedelta(seconds=ttl_s)
+        with self.store.session() as s:
+            claimed = s.execute(update(RunRow).where(
+                col(RunRow.run_id) == run_id, *_unattended(now, idle_before),
+            ).values(holder=holder, lease_expires_at=expires))
+            return bool(claimed.rowcount == 1)  # type: ignore[attr-defined]
+
+    def needing_work(self, now: datetime, idle_before: datetime, limit: int) -> list[str]:
+        """Live runs (queued, running, awaiting a tool) that no worker advances and no client
+        must continue: those whose lease lapsed (their worker died) and those nobody has held
+        since `idle_before` (queued and never started, or left by a worker that stopped
+        without finishing); longest waiting first, at most `limit`. Two index range scans."""
+        live, unpaused, _ = _unattended(now, idle_before)
+        lapsed = (select(RunRow.run_id, RunRow.lease_expires_at)
+                  .where(live, unpaused, col(RunRow.lease_expires_at) <= now)
+                  .order_by(col(RunRow.lease_expires_at)).limit(limit))
+        unheld = (select(RunRow.run_id, RunRow.updated_at)
+                  .where(live, unpaused, col(RunRow.lease_expires_at).is_(None),
+                         col(RunRow.updated_at) <= idle_before)
+                  .order_by(col(RunRow.updated_at)).limit(limit))
+        with self.store.session() as s:
+            found = [*s.exec(lapsed).all(), *s.exec(unheld).all()]
+        return [run_id for run_id, _ in sorted(found, key=lambda row: row[1])[:limit]]
+
     def release(self, run_id: str, holder: str) -> None:
         with self.store.session() as s:
             s.execute(update(RunRow).where(col(RunRow.run_id) == run_id,
@@ -175,7 +216,7 @@ def _summary_values(view: RunView) -> dict[str, Any]:
         "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
         "cache_creation_input_tokens": usage.cache_creation_input_tokens,
         "cache_read_input_tokens": usage.cache_read_input_tokens,
-        "updated_at": view.updated_at,
+        "updated_at": view.updated_at, "paused": view.continue_request is not None,
     }
 
 

@@ -145,7 +145,9 @@ class RunRow(SQLModel, table=True):
 
     __tablename__ = "runs"
     __table_args__ = (Index("ix_runs_state_run", "state", "run_id"),
-                      Index("ix_runs_correlation_run", "correlation_id", "run_id"))
+                      Index("ix_runs_correlation_run", "correlation_id", "run_id"),
+                      Index("ix_runs_needing_work", "state", "paused", "lease_expires_at",
+                            "updated_at"))
 
     run_id: str = Field(primary_key=True, max_length=200)
     state: str = Field(max_length=20, index=True)
@@ -163,6 +165,8 @@ class RunRow(SQLModel, table=True):
     #: The worker driving the run, until its lease expires (see SqlJournal.claim).
     holder: str | None = Field(default=None, max_length=200)
     lease_expires_at: datetime | None = _at(nullable=True)
+    #: Paused for a continue request: the run waits for its client, not for a worker.
+    paused: bool = False
 
 
 class RunEventRow(SQLModel, table=True):
