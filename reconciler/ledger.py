@@ -2,13 +2,15 @@
 
 Every fact is recorded and every verdict decided here: the service's routes, the retry gate,
 the sweep's probe rounds, the agent runtime and fixture replay all go through a `Ledger`, so
-they all apply the same rules the same way. It is the only caller of `verdicts.evaluate` and
-of `schedule`; the store caches what they decide, in the transaction that read
-the facts they were decided from.
+they all apply the same rules the same way. It is the only caller of the verdict engine
+(`verdicts.decide` and `evaluate`) and of `schedule`; the store caches what they decide, in the
+transaction that read the facts they were decided from. The rules read the summary of an
+operation's facts (reconciler.summary), which the in-memory store keeps folded as it records
+and the SQL store folds from the rows it read.
 
     record_* ─▶ Store ──┐
-    judge ─────▶ Store.decide(evaluate, then due_after) ──────────▶ Judgement
-    conclude ──▶ Leases.conclude(evaluate, then next_round) ──────▶ Judgements, claimed intents
+    judge ─────▶ Store.decide(decide, then due_after) ────────────▶ Judgement
+    conclude ──▶ Leases.conclude(decide, then next_round) ────────▶ Judgements, claimed intents
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from reconciler.errors import AttemptConflictError, FactTimeError, UnknownOperat
 from reconciler.ports import FIRST_DECISION, Delivery, Leases, Round, Scheduled, Store
 from reconciler.retention import SETTLED, removable
 from reconciler.schedule import SweepPolicy, due_after, due_on_dispatch, next_round
-from reconciler.verdicts import evaluate
+from reconciler.summary import Summary
+from reconciler.verdicts import decide, evaluate
 
 #: How far ahead of the ledger's clock a caller's evidence may be dated: jitter.
 MAX_CLOCK_SKEW = timedelta(seconds=1)
@@ -236,9 +239,9 @@ class Ledger:
         intents, and how many operations this call escalated."""
         now = self.clock()
 
-        def rule(facts: Facts, contract: ProviderContract, number: int) -> Scheduled:
-            decision = evaluate(facts, contract, now)
-            return next_round(facts, decision, contract, number, now, policy)
+        def rule(summary: Summary, contract: ProviderContract, number: int) -> Scheduled:
+            decision = decide(summary, contract, now)
+            return next_round(summary, decision, contract, number, now, policy)
 
         ended, intents = leases.conclude(holder, rounds, rule, now, claim=claim,
                                          lease_s=policy.lease_s)
@@ -248,7 +251,7 @@ class Ledger:
         return judgements, intents, sum(c.escalate and not c.was_escalated for c in ended)
 
 
-def _decided(facts: Facts, contract: ProviderContract, now: datetime) -> Scheduled:
+def _decided(summary: Summary, contract: ProviderContract, now: datetime) -> Scheduled:
     """The verdict on recorded facts, and when the next probe round is due if it changed."""
-    decision = evaluate(facts, contract, now)
-    return Scheduled(decision, due_after(facts, decision, contract))
+    decision = decide(summary, contract, now)
+    return Scheduled(decision, due_after(summary, decision, contract))

@@ -13,7 +13,6 @@ from reconciler.domain import (
     Authority,
     Effect,
     Evidence,
-    Facts,
     Intent,
     IntentConflict,
     Observation,
@@ -27,7 +26,8 @@ from reconciler.ports import ERROR_CHARS, Delivery, Leases, Round, Scheduled, St
 from reconciler.store.memory import MemoryStore
 from reconciler.store.schema import leases_of, open_store
 from reconciler.store.sql import SqlStore
-from reconciler.verdicts import evaluate
+from reconciler.summary import Summary
+from reconciler.verdicts import decide
 
 from builders import CONTRACT, H0, K0, OP, T0, attempt, intent, probe, receipt, resolution, t
 from stores import KINDS, opened
@@ -55,23 +55,22 @@ def dispatched(store: Store, *ops: str) -> None:
         store.record_attempt(replace(attempt(1, 1), operation_id=op))
 
 
-def decided(facts: Facts, contract: ProviderContract, now: datetime) -> Scheduled:
+def decided(summary: Summary, contract: ProviderContract, now: datetime) -> Scheduled:
     """A rule for recorded facts that schedules nothing."""
-    return Scheduled(evaluate(facts, contract, now), None)
+    return Scheduled(decide(summary, contract, now), None)
 
 
-def confirm_at_200(facts: Facts, contract: ProviderContract, now: datetime) -> Scheduled:
-    return Scheduled(evaluate(facts, contract, now), t(200))
+def confirm_at_200(summary: Summary, contract: ProviderContract, now: datetime) -> Scheduled:
+    return Scheduled(decide(summary, contract, now), t(200))
 
 
-def still_open(facts: object, contract: ProviderContract, number: int) -> Scheduled:
+def still_open(summary: Summary, contract: ProviderContract, number: int) -> Scheduled:
     """A round rule that decides indeterminate and asks for the next round in 10 s."""
-    decision = evaluate(facts, contract, t(100))  # type: ignore[arg-type]
-    return Scheduled(decision, t(110), escalate=False)
+    return Scheduled(decide(summary, contract, t(100)), t(110), escalate=False)
 
 
-def escalating(facts: object, contract: ProviderContract, number: int) -> Scheduled:
-    return Scheduled(evaluate(facts, contract, t(100)), None, escalate=True)  # type: ignore
+def escalating(summary: Summary, contract: ProviderContract, number: int) -> Scheduled:
+    return Scheduled(decide(summary, contract, t(100)), None, escalate=True)
 
 
 # -- recording ------------------------------------------------------------------------------

@@ -64,6 +64,7 @@ from reconciler.store.tables import (
     StateRow,
     WebhookDeliveryRow,
 )
+from reconciler.summary import summarize
 
 
 def _insert(model: Any) -> Insert:
@@ -221,7 +222,7 @@ class SqlStore:
         """
         with self.session() as s:
             facts = self._facts(s, operation_id)
-            scheduled = rule(facts, self.contract_in(s, facts.intent.provider), now)
+            scheduled = rule(summarize(facts), self.contract_in(s, facts.intent.provider), now)
             decision = scheduled.decision
             state = s.get(StateRow, operation_id)
             assert state is not None  # born with the intent (record_intent)
