@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from bench import intents, over_http, peers, reconcile, replicas, scale
+from bench import history, intents, over_http, peers, reconcile, replicas, scale
 from bench.harness import Benchmark, Context, Outcome, progress
 from bench.machine import describe
 from bench.report import plot, write_results
@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     scale.NAME: scale.run,
     replicas.NAME: replicas.run,
     peers.NAME: peers.run,
+    history.NAME: history.run,
 }
 HERE = Path(__file__).resolve().parent
 DEFAULT_PG = os.environ.get("RECONCILER_TEST_PG",
