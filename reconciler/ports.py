@@ -25,6 +25,7 @@ from reconciler.domain import (
     Facts,
     Intent,
     ProviderContract,
+    Snapshot,
     Verdict,
 )
 from reconciler.runs.events import EventKind, RunEvent, RunView
@@ -77,7 +78,7 @@ class Round:
 class Conclusion:
     """What a round decided and scheduled."""
 
-    facts: Facts
+    snapshot: Snapshot
     decision: Decision
     #: Escalated to a human by an earlier round.
     was_escalated: bool
@@ -85,6 +86,11 @@ class Conclusion:
     escalate: bool
     #: The cached verdict changed with this round (a transition, not a re-read).
     changed: bool = False
+
+    @property
+    def facts(self) -> Facts:
+        """The facts the round decided on, its own evidence included."""
+        return self.snapshot.facts
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +125,14 @@ class Decided:
     """What `Store.decide` cached: the facts, the decision drawn from them, whether a sweeper
     has escalated the operation, and whether the cached verdict changed (a transition)."""
 
-    facts: Facts
+    snapshot: Snapshot
     decision: Decision
     escalated: bool
     changed: bool
+
+    @property
+    def facts(self) -> Facts:
+        return self.snapshot.facts
 
 
 @dataclass(frozen=True, slots=True)

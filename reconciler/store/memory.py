@@ -28,6 +28,7 @@ from reconciler.domain import (
     IntentConflict,
     Observation,
     ProviderContract,
+    Snapshot,
     Verdict,
     completes,
 )
@@ -75,8 +76,17 @@ class _Operation:
     evidence: list[Evidence] = field(default_factory=list)
 
     def facts(self) -> Facts:
-        return Facts(self.intent, tuple(self.attempts[n] for n in sorted(self.attempts)),
-                     tuple(self.evidence))
+        return Facts(self.intent, self._attempts(), tuple(self.evidence))
+
+    def snapshot(self) -> Snapshot:
+        """The facts as they stand, copied only when read: the evidence is only ever appended
+        to, so what it holds now stays its first `len` entries."""
+        intent, attempts, evidence, count = (self.intent, self._attempts(), self.evidence,
+                                             len(self.evidence))
+        return Snapshot(lambda: Facts(intent, attempts, tuple(evidence[:count])))
+
+    def _attempts(self) -> tuple[Attempt, ...]:
+        return tuple(self.attempts[n] for n in sorted(self.attempts))
 
     def add_evidence(self, evidence: Evidence) -> None:
         kept = _kept(evidence)
@@ -159,7 +169,7 @@ class MemoryStore:
             changed = op.state.verdict != scheduled.decision.verdict.value
             if _cache(op.state, scheduled.decision, now):
                 op.state.due_at = None if op.state.escalated else scheduled.due_at
-            return Decided(op.facts(), scheduled.decision, op.state.escalated, changed)
+            return Decided(op.snapshot(), scheduled.decision, op.state.escalated, changed)
 
     def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
                         provider: str | None = None, attention: bool | None = None,
@@ -310,7 +320,7 @@ class MemoryStore:
             state.escalated = state.escalated or scheduled.escalate
             state.due_at = None if state.escalated else scheduled.due_at
             state.lease_holder = state.lease_expires_at = None
-        return Conclusion(op.facts(), scheduled.decision, was_escalated, scheduled.escalate,
+        return Conclusion(op.snapshot(), scheduled.decision, was_escalated, scheduled.escalate,
                           changed)
 
     def _claim_due(self, holder: str, now: datetime, lease_s: float,

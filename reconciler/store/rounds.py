@@ -18,7 +18,7 @@ import sqlalchemy
 from sqlalchemy import Row, Table, bindparam, update
 from sqlmodel import Session
 
-from reconciler.domain import Facts
+from reconciler.domain import Facts, Snapshot
 from reconciler.ports import Conclusion, Round, RoundRule, Scheduled
 from reconciler.store import rows
 from reconciler.store.sql import INSERT_EVIDENCE, SqlStore, recorded
@@ -64,7 +64,7 @@ def conclude(s: Session, store: SqlStore, holder: str, rounds: Sequence[Round], 
                          state.probe_count + 1)
         updates.append(_concluded_state(state, scheduled, now,
                                         leased=state.lease_holder == holder))
-        concluded.append(Conclusion(facts, scheduled.decision, state.escalated,
+        concluded.append(Conclusion(Snapshot.of(facts), scheduled.decision, state.escalated,
                                     scheduled.escalate,
                                     changed=state.verdict != scheduled.decision.verdict.value))
     s.connection().execute(_UPDATE_STATE, updates)

@@ -35,6 +35,7 @@ from reconciler.domain import (
     IntentConflict,
     Outcome,
     ProviderContract,
+    Snapshot,
     Verdict,
     completes,
 )
@@ -231,7 +232,7 @@ class SqlStore:
             if (state.verdict, state.next_action) != (verdict, action):
                 state.verdict, state.next_action, state.updated_at = verdict, action, now
                 state.due_at = None if state.escalated else scheduled.due_at
-            return Decided(facts, decision, state.escalated, changed)
+            return Decided(Snapshot.of(facts), decision, state.escalated, changed)
 
     def _facts(self, s: Session, operation_id: str) -> Facts:
         intent = self._require(s, operation_id)
