@@ -13,6 +13,7 @@ from reconciler.domain import (
     Authority,
     Effect,
     Evidence,
+    Facts,
     Intent,
     IntentConflict,
     Observation,
@@ -196,6 +197,20 @@ def test_deciding_caches_the_verdict_and_its_time_only_when_it_changes(store: St
     [cached] = store.list_operations()
     assert (cached.verdict, cached.next_action, cached.updated_at) == (
         "verified_applied", "use_recorded_outcome", t(11))
+
+
+def test_a_decision_keeps_the_facts_it_was_drawn_from_whatever_is_recorded_after(
+        store: Store) -> None:
+    """A store may hand the facts over read on demand (ports.Decided.snapshot): read late,
+    they are still those of the decision."""
+    store.put_contract(CONTRACT)
+    store.record_intent(intent())
+    store.record_attempt(attempt(1, 1))
+    result = store.decide(OP, decided, t(2))
+    store.record_evidence(receipt(10))
+    store.record_attempt(attempt(2, 11))
+    assert result.facts == Facts(intent(), (attempt(1, 1),), ())
+    assert len(store.decide(OP, decided, t(12)).facts.evidence) == 1
 
 
 def test_list_operations_filters_by_verdict_and_pages_by_cursor(store: Store) -> None:
