@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from bench import intents, over_http, peers, reconcile, replicas, scale
+from bench import history, intents, over_http, peers, reconcile, replicas, scale
 from bench.harness import Benchmark, Context, Outcome, progress
 from bench.machine import describe
 from bench.report import plot, write_results
@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     scale.NAME: scale.run,
     replicas.NAME: replicas.run,
     peers.NAME: peers.run,
+    history.NAME: history.run,
 }
 HERE = Path(__file__).resolve().parent
 DEFAULT_PG = os.environ.get("RECONCILER_TEST_PG",
@@ -39,7 +40,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0]
                                      if __doc__ else None)
     parser.add_argument("--quick", action="store_true",
-                        help="smaller sizes and shorter runs: about 80 s in all")
+                        help="smaller sizes and shorter runs: about 95 s in all")
     parser.add_argument("--only", action="append", choices=list(BENCHMARKS), metavar="NAME",
                         help=f"run only this benchmark (repeatable): {', '.join(BENCHMARKS)}")
     parser.add_argument("--peers", action="store_true",

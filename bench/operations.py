@@ -34,6 +34,7 @@ from reconciler.ledger import Ledger, utcnow
 from reconciler.schedule import due_after
 from reconciler.store.rows import evidence_values
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, StateRow
+from reconciler.summary import summarize
 from reconciler.verdicts import evaluate
 
 PROVIDER = "pay"
@@ -109,8 +110,8 @@ class Seeder:
         if receipt is not None and decision.verdict is not Verdict.VERIFIED_APPLIED:
             raise BenchError(f"a settled operation should be verified_applied: {decision}")
         # As a real store would have it: due now if undecided, else its confirmation round.
-        due_at = due_after(Facts(intent_of(sample, intent_at), (attempt,),
-                                 (receipt,) if receipt else ()), decision, CONTRACT)
+        due_at = due_after(summarize(Facts(intent_of(sample, intent_at), (attempt,),
+                                           (receipt,) if receipt else ())), decision, CONTRACT)
         if receipt is not None and due_at is not None:
             raise BenchError(f"a settled operation should have nothing due: {due_at}")
         for start in range(0, len(ids), CHUNK):

@@ -8,7 +8,7 @@ a message body or full tool arguments: only hashes, identities and references.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -268,6 +268,40 @@ class Facts:
             attempts=tuple(a for a in self.attempts if a.number < attempts_below),
             evidence=tuple(e for e in self.evidence if e.at < when),
         )
+
+
+class Snapshot:
+    """An operation's facts as they stood when a decision was drawn from them, read the first
+    time they are asked for. A store that keeps its facts in memory hands one over without
+    copying the whole history on every decision (replay decides after every line and reads
+    the facts of none); two snapshots are equal when their facts are."""
+
+    __slots__ = ("_facts", "_read")
+
+    def __init__(self, read: Callable[[], Facts]) -> None:
+        self._read = read
+        self._facts: Facts | None = None
+
+    @classmethod
+    def of(cls, facts: Facts) -> Snapshot:
+        """The snapshot of facts already read."""
+        snapshot = cls(lambda: facts)
+        snapshot._facts = facts
+        return snapshot
+
+    @property
+    def facts(self) -> Facts:
+        if self._facts is None:
+            self._facts = self._read()
+        return self._facts
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Snapshot) and self.facts == other.facts
+
+    __hash__ = None  # type: ignore[assignment]  # equal by facts that are read on demand
+
+    def __repr__(self) -> str:
+        return f"Snapshot({self.facts!r})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,13 +2,15 @@
 
 Every fact is recorded and every verdict decided here: the service's routes, the retry gate,
 the sweep's probe rounds, the agent runtime and fixture replay all go through a `Ledger`, so
-they all apply the same rules the same way. It is the only caller of `verdicts.evaluate` and
-of `schedule`; the store caches what they decide, in the transaction that read
-the facts they were decided from.
+they all apply the same rules the same way. It is the only caller of the verdict engine
+(`verdicts.decide` and `evaluate`) and of `schedule`; the store caches what they decide, in the
+transaction that read the facts they were decided from. The rules read the summary of an
+operation's facts (reconciler.summary), which the in-memory store keeps folded as it records
+and the SQL store folds from the rows it read.
 
     record_* ─▶ Store ──┐
-    judge ─────▶ Store.decide(evaluate, then due_after) ──────────▶ Judgement
-    conclude ──▶ Leases.conclude(evaluate, then next_round) ──────▶ Judgements, claimed intents
+    judge ─────▶ Store.decide(decide, then due_after) ────────────▶ Judgement
+    conclude ──▶ Leases.conclude(decide, then next_round) ────────▶ Judgements, claimed intents
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from reconciler.domain import (
     Observation,
     ProviderContract,
     Receipt,
+    Snapshot,
 )
 from reconciler.errors import AttemptConflictError, FactTimeError, UnknownOperationError
 from reconciler.ports import FIRST_DECISION, Delivery, Leases, Round, Scheduled, Store
 from reconciler.retention import SETTLED, removable
 from reconciler.schedule import SweepPolicy, due_after, due_on_dispatch, next_round
-from reconciler.verdicts import evaluate
+from reconciler.summary import Summary
+from reconciler.verdicts import decide, evaluate
 
 #: How far ahead of the ledger's clock a caller's evidence may be dated: jitter.
 MAX_CLOCK_SKEW = timedelta(seconds=1)
@@ -57,7 +61,7 @@ class Delivered(StrEnum):
 class Judgement:
     """An operation's facts and the decision drawn from them at one time."""
 
-    facts: Facts
+    snapshot: Snapshot
     decision: Decision
     at: datetime
     #: Handed to a human by a sweeper (deadline or probe budget spent); never probed again.
@@ -65,6 +69,11 @@ class Judgement:
     #: The operation's cached verdict changed with this judgement (a transition, not a read):
     #: how it came about, not what it says, so two judgements of the same facts compare equal.
     changed: bool = field(default=False, compare=False)
+
+    @property
+    def facts(self) -> Facts:
+        """The facts it was drawn from (read from the store the first time they are asked for)."""
+        return self.snapshot.facts
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,11 +136,11 @@ class Ledger:
             facts = Facts(intent)
             decision = evaluate(facts, self.store.contract(intent.provider), at)
             if (decision.verdict, decision.next_action) == FIRST_DECISION:
-                return Recorded(True, self._told(Judgement(facts, decision, at, escalated=False,
-                                                           changed=True)))
+                return Recorded(True, self._told(Judgement(Snapshot.of(facts), decision, at,
+                                                           escalated=False, changed=True)))
             # The store cached the first decision with the intent: that is a transition too.
             verdict, action = FIRST_DECISION
-            self._told(Judgement(facts, Decision(verdict, (), action, False), at,
+            self._told(Judgement(Snapshot.of(facts), Decision(verdict, (), action, False), at,
                                  escalated=False, changed=True))
         return Recorded(created, self.judge(intent.operation_id))
 
@@ -193,7 +202,7 @@ class Ledger:
         """Decide the verdict from everything recorded, and cache it in the store."""
         at = now or self.clock()
         decided = self.store.decide(operation_id, _decided, at)
-        return self._told(Judgement(decided.facts, decided.decision, at, decided.escalated,
+        return self._told(Judgement(decided.snapshot, decided.decision, at, decided.escalated,
                                     decided.changed))
 
     def preview(self, operation_id: str, evidence: Evidence) -> Decision:
@@ -219,12 +228,12 @@ class Ledger:
             decided[facts.intent.operation_id] = decision
             remove = decision.verdict.value in SETTLED and removable(facts, contract, at)
             if remove and removing is not None:
-                removing(Judgement(facts, decision, at, escalated=False))
+                removing(Judgement(Snapshot.of(facts), decision, at, escalated=False))
             return remove
 
         removed, cursor = self.store.remove_settled(before, now, gone, after=after,
                                                     limit=limit)
-        return [Judgement(f, decided[f.intent.operation_id], now, escalated=False)
+        return [Judgement(Snapshot.of(f), decided[f.intent.operation_id], now, escalated=False)
                 for f in removed], cursor
 
     def conclude(self, leases: Leases, holder: str, rounds: Sequence[Round],
@@ -236,19 +245,19 @@ class Ledger:
         intents, and how many operations this call escalated."""
         now = self.clock()
 
-        def rule(facts: Facts, contract: ProviderContract, number: int) -> Scheduled:
-            decision = evaluate(facts, contract, now)
-            return next_round(facts, decision, contract, number, now, policy)
+        def rule(summary: Summary, contract: ProviderContract, number: int) -> Scheduled:
+            decision = decide(summary, contract, now)
+            return next_round(summary, decision, contract, number, now, policy)
 
         ended, intents = leases.conclude(holder, rounds, rule, now, claim=claim,
                                          lease_s=policy.lease_s)
-        judgements = [self._told(Judgement(c.facts, c.decision, now,
+        judgements = [self._told(Judgement(c.snapshot, c.decision, now,
                                            c.was_escalated or c.escalate, c.changed))
                       for c in ended]
         return judgements, intents, sum(c.escalate and not c.was_escalated for c in ended)
 
 
-def _decided(facts: Facts, contract: ProviderContract, now: datetime) -> Scheduled:
+def _decided(summary: Summary, contract: ProviderContract, now: datetime) -> Scheduled:
     """The verdict on recorded facts, and when the next probe round is due if it changed."""
-    decision = evaluate(facts, contract, now)
-    return Scheduled(decision, due_after(facts, decision, contract))
+    decision = decide(summary, contract, now)
+    return Scheduled(decision, due_after(summary, decision, contract))

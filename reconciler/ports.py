@@ -25,9 +25,11 @@ from reconciler.domain import (
     Facts,
     Intent,
     ProviderContract,
+    Snapshot,
     Verdict,
 )
 from reconciler.runs.events import EventKind, RunEvent, RunView
+from reconciler.summary import Summary
 from reconciler.verdicts import NextAction
 
 #: What the store caches for an operation when it records the intent: nothing is known yet.
@@ -46,20 +48,22 @@ class Scheduled:
     escalate: bool = False
 
 
-#: A pure decision on a recorded fact: facts, contract and time in (the ledger hands the store
-#: `verdicts.evaluate` and `schedule.due_after` through it; the store applies it inside its own
-#: transaction). The store keeps the schedule it gives only when the verdict changes.
-Rule = Callable[[Facts, ProviderContract, datetime], Scheduled]
+#: A pure decision on a recorded fact: the summary of the operation's facts, its contract and the
+#: time in (the ledger hands the store `verdicts.decide` and `schedule.due_after` through it; the
+#: store applies it inside its own transaction, to a summary it keeps folded as it records or
+#: to `summary.summarize` of the facts it read). The store keeps the schedule it gives only when
+#: the verdict changes.
+Rule = Callable[[Summary, ProviderContract, datetime], Scheduled]
 
 
 #: Whether a settled operation may be removed (retention.removable); runs in the store's
 #: transaction and must not touch the store.
 Removable = Callable[[Facts, ProviderContract, datetime], bool]
 
-#: The outcome of a probe round from its operation's facts (this round's evidence included),
-#: its contract and the round's number (1 for the first). It runs inside the store's
+#: The outcome of a probe round from the summary of its operation's facts (this round's evidence
+#: included), its contract and the round's number (1 for the first). It runs inside the store's
 #: transaction: it must not touch the store.
-RoundRule = Callable[[Facts, ProviderContract, int], Scheduled]
+RoundRule = Callable[[Summary, ProviderContract, int], Scheduled]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +78,7 @@ class Round:
 class Conclusion:
     """What a round decided and scheduled."""
 
-    facts: Facts
+    snapshot: Snapshot
     decision: Decision
     #: Escalated to a human by an earlier round.
     was_escalated: bool
@@ -82,6 +86,11 @@ class Conclusion:
     escalate: bool
     #: The cached verdict changed with this round (a transition, not a re-read).
     changed: bool = False
+
+    @property
+    def facts(self) -> Facts:
+        """The facts the round decided on, its own evidence included."""
+        return self.snapshot.facts
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +125,14 @@ class Decided:
     """What `Store.decide` cached: the facts, the decision drawn from them, whether a sweeper
     has escalated the operation, and whether the cached verdict changed (a transition)."""
 
-    facts: Facts
+    snapshot: Snapshot
     decision: Decision
     escalated: bool
     changed: bool
+
+    @property
+    def facts(self) -> Facts:
+        return self.snapshot.facts
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from reconciler.domain import Attempt, Decision, Facts, Outcome, ProviderContract, Verdict
+from reconciler.domain import Attempt, Decision, Outcome, ProviderContract, Verdict
 from reconciler.ports import Scheduled
-from reconciler.verdicts import Finding, latest_dispatch, proofs, reconcile_deadline
+from reconciler.summary import Summary
+from reconciler.verdicts import Finding, reconcile_deadline
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +55,7 @@ def due_on_dispatch(attempt: Attempt) -> datetime:
     return attempt.at
 
 
-def confirmation_due(facts: Facts, decision: Decision,
+def confirmation_due(summary: Summary, decision: Decision,
                      contract: ProviderContract) -> datetime | None:
     """When a verdict that rests on the caller's word is to be confirmed by the provider; None
     when it needs no confirmation (SPEC section 4, "confirmed by the provider").
@@ -69,35 +70,38 @@ def confirmation_due(facts: Facts, decision: Decision,
     if (decision.verdict is not Verdict.VERIFIED_APPLIED
             or Finding.HUMAN_RESOLUTION in decision.findings):
         return None
-    window_ends = latest_dispatch(facts) + timedelta(seconds=contract.visibility_lag_s)
-    if any(o.at >= window_ends for o in proofs(facts)):
+    window_ends = summary.latest_dispatch + timedelta(seconds=contract.visibility_lag_s)
+    # The latest proving read is the latest by its time: none later means none after the window.
+    read = summary.latest_proof_at
+    if read is not None and read >= window_ends:
         return None
     return window_ends
 
 
-def due_after(facts: Facts, decision: Decision, contract: ProviderContract) -> datetime | None:
+def due_after(summary: Summary, decision: Decision,
+              contract: ProviderContract) -> datetime | None:
     """When the next round is due after the verdict changed on a recorded fact: an undecided
     dispatched operation at once (oldest dispatch first), a settled one at its confirmation."""
     if decision.verdict is Verdict.INDETERMINATE:
-        return latest_dispatch(facts) if facts.attempts else None
-    return confirmation_due(facts, decision, contract)
+        return summary.latest_dispatch if summary.attempted else None
+    return confirmation_due(summary, decision, contract)
 
 
-def next_round(facts: Facts, decision: Decision, contract: ProviderContract, rounds: int,
+def next_round(summary: Summary, decision: Decision, contract: ProviderContract, rounds: int,
                now: datetime, policy: SweepPolicy) -> Scheduled:
     """What the `rounds`-th probe round of an operation leads to."""
     delay = min(policy.first_backoff_s * 2.0 ** (rounds - 1), policy.max_backoff_s)
     if decision.verdict is not Verdict.INDETERMINATE:
         # Settled; only a confirmation can be owed, and a failed read of it is tried again
         # within the budget (never escalated: the verdict stands on what it has).
-        confirm = confirmation_due(facts, decision, contract)
+        confirm = confirmation_due(summary, decision, contract)
         if confirm is None or rounds >= policy.probe_budget:
             return Scheduled(decision, None)
         return Scheduled(decision, confirm if confirm > now else now + timedelta(seconds=delay))
-    deadline = reconcile_deadline(facts, contract)
+    deadline = reconcile_deadline(summary.intent, contract)
     if now >= deadline or rounds >= policy.probe_budget:
         return Scheduled(decision, None, escalate=True)
-    window_ends = (latest_dispatch(facts) + timedelta(seconds=contract.visibility_lag_s)
+    window_ends = (summary.latest_dispatch + timedelta(seconds=contract.visibility_lag_s)
                    - now).total_seconds()
     if window_ends > 0:
         delay = min(delay, window_ends)

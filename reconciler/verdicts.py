@@ -1,18 +1,22 @@
 """The verdict engine: SPEC section 4 as plain functions over plain data. No I/O, no clock reads.
 
-Read it beside the SPEC: `evaluate` walks rules 1 to 7 in order, the first rule that holds is the
+Read it beside the SPEC: `decide` walks rules 1 to 7 in order, the first rule that holds is the
 verdict, and every rule that holds is listed in the findings. A human resolution decides the
-verdict until later proof supersedes it; the rules still report what they see.
+verdict until later proof supersedes it; the rules still report what they see. The rules read
+an operation's facts through their `Summary` (reconciler.summary: the facts folded one at a
+time, so that a store deciding after each new fact pays the same whatever the history);
+`evaluate(facts)` is `decide(summarize(facts))`.
 
 The readings SPEC section 4 fixes, so that an error of a clock or of a probe never opens a
-retry early, and where this module applies them:
+retry early, and where they are applied:
 - an observation that carries an `error` counts as `unavailable`, whatever authority it names
-  (`authority_of`);
+  (`summary.authority_of`);
 - the latest dispatch is the latest of the intent's time and every attempt's, and an attempt
-  stamped before its intent counts at the intent's time (`dispatched_at`, `latest_dispatch`);
-  the retention window counts from the earliest dispatch (`earliest_dispatch`);
+  stamped before its intent counts at the intent's time (`summary.dispatched_at`,
+  `Summary.latest_dispatch`); the retention window counts from the earliest dispatch
+  (`Summary.earliest_dispatch`);
 - `max_attempts` holds against the highest attempt number as well as the count
-  (`attempts_used`);
+  (`Summary.attempts_used`);
 - a human resolution stands until later proof: a later attempt, receipt, authoritative or
   lagging match, or conclusive zero; a weak or unavailable observation or an inconclusive zero
   never supersedes it (`_deciding_resolution`), and a superseded `verified_applied` still
@@ -36,20 +40,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from reconciler.domain import (
-    Approval,
-    Attempt,
     Authority,
     Decision,
-    Effect,
     Facts,
-    IntentConflict,
+    Intent,
     Observation,
     ProviderContract,
-    Receipt,
-    RefusedRetry,
     Resolution,
     Verdict,
 )
+from reconciler.summary import PROOF_AUTHORITIES, Summary, authority_of, summarize
 
 
 class Finding:
@@ -133,9 +133,6 @@ class NextAction:
     ESCALATE = "escalate_to_human"
 
 
-PROOF_AUTHORITIES = frozenset({Authority.AUTHORITATIVE, Authority.LAGGING})
-
-
 @dataclass(frozen=True, slots=True)
 class _Seen:
     """What the evidence adds up to, before any rule is applied."""
@@ -159,57 +156,14 @@ class _Seen:
         return bool(self.refs) or self.human_applied
 
 
-def authority_of(obs: Observation) -> Authority:
-    """The authority an observation proves with: none at all when it carries an error."""
-    return Authority.UNAVAILABLE if obs.error is not None else obs.authority
-
-
-def dispatched_at(attempt: Attempt, facts: Facts) -> datetime:
-    """When an attempt counts as sent at the latest: the later of its claimed and recorded
-    times, but never before its intent's."""
-    return max(attempt.latest_at, facts.intent.at)
-
-
-def proofs(facts: Facts) -> list[Observation]:
-    """The observations that can prove something: authoritative or lagging reads that
-    answered without an error."""
-    return [o for _, o in _proofs(facts)]
-
-
-def refs(facts: Facts) -> frozenset[str]:
-    """SPEC's `refs`: the distinct provider refs ever matched by a probe that can prove."""
-    return frozenset(m.provider_ref for o in proofs(facts) for m in o.matches)
-
-
 def applied_refs(facts: Facts) -> frozenset[str]:
     """What shows an effect took place (rule 5): `refs`, and the refs of bound receipts."""
-    receipts = [(r.provider_ref, r.request_hash) for r in facts.of(Receipt)] + [
-        (a.receipt.provider_ref, a.receipt.request_hash) for a in facts.attempts if a.receipt]
-    return refs(facts) | {ref for ref, hash_ in receipts if _bound(hash_, facts)}
+    return summarize(facts).applied_refs
 
 
-def latest_dispatch(facts: Facts) -> datetime:
-    """The latest of the intent's time and every attempt's (SPEC section 4; of an attempt's
-    claimed and recorded times, the later: section 6, "Trust")."""
-    return max([facts.intent.at, *(dispatched_at(a, facts) for a in facts.attempts)])
-
-
-def earliest_dispatch(facts: Facts) -> datetime:
-    """Where the key retention window starts: the earliest attempt (at its intent's time at the
-    earliest); the intent's time when none was recorded (it may have been sent unrecorded)."""
-    return min((max(a.earliest_at, facts.intent.at) for a in facts.attempts),
-               default=facts.intent.at)
-
-
-def attempts_used(facts: Facts) -> int:
-    """Attempts spent against max_attempts: the count, or the highest number if a gap in the
-    numbers says some were sent and not recorded."""
-    return max(len(facts.attempts), max((a.number for a in facts.attempts), default=0))
-
-
-def reconcile_deadline(facts: Facts, contract: ProviderContract) -> datetime:
+def reconcile_deadline(intent: Intent, contract: ProviderContract) -> datetime:
     """Until when probing may settle an indeterminate operation; after it, a human decides."""
-    return facts.intent.at + timedelta(seconds=contract.reconcile_deadline_s)
+    return intent.at + timedelta(seconds=contract.reconcile_deadline_s)
 
 
 def is_conclusive_zero(obs: Observation, dispatched: datetime, contract: ProviderContract) -> bool:
@@ -227,85 +181,53 @@ def is_conclusive_zero(obs: Observation, dispatched: datetime, contract: Provide
     return True
 
 
-def _bound(ref_hash: str | None, facts: Facts) -> bool:
-    return ref_hash == facts.intent.request_hash
-
-
-def _receipt_hashes(facts: Facts) -> list[str | None]:
-    """Request hashes of every receipt: recorded ones and those read from response bodies."""
-    return [r.request_hash for r in facts.of(Receipt)] + [
-        a.receipt.request_hash for a in facts.attempts if a.receipt is not None]
-
-
-def _proofs(facts: Facts) -> list[tuple[int, Observation]]:
-    """(place in the recorded evidence, observation) of every authoritative or lagging read
-    that answered without an error."""
-    return [(i, e) for i, e in enumerate(facts.evidence)
-            if isinstance(e, Observation) and authority_of(e) in PROOF_AUTHORITIES]
-
-
-def _seen(facts: Facts, contract: ProviderContract) -> _Seen:
-    proofs = _proofs(facts)
-    matches = [m for _, o in proofs for m in o.matches]
-    # "Latest" is by observation time; equal times keep recorded order, the later line wins.
-    latest = max(proofs, key=lambda io: (io[1].at, io[0]), default=None)
-    bound_receipt = any(_bound(h, facts) for h in _receipt_hashes(facts))
-    zero = latest is not None and is_conclusive_zero(latest[1], latest_dispatch(facts), contract)
+def _seen(summary: Summary, contract: ProviderContract) -> _Seen:
+    # "Latest" is by observation time; equal times keep recorded order (the summary's fold).
+    latest = summary.latest_proof
+    zero = latest is not None and is_conclusive_zero(latest, summary.latest_dispatch, contract)
     return _Seen(
-        refs=refs(facts),
-        hash_mismatch=any(m.request_hash is not None and not _bound(m.request_hash, facts)
-                          for m in matches),
-        conclusive_zero_at=latest[0] if zero and latest is not None else None,
-        bound_receipt=bound_receipt,
-        success_claim=bound_receipt or any(a.succeeded for a in facts.attempts),
-        human_applied=any(r.verdict is Verdict.VERIFIED_APPLIED for r in facts.of(Resolution)),
+        refs=frozenset(summary.refs),
+        hash_mismatch=summary.match_mismatch,
+        conclusive_zero_at=summary.latest_proof_place if zero else None,
+        bound_receipt=summary.bound_receipt,
+        success_claim=summary.success_claim,
+        human_applied=summary.human_applied,
     )
 
 
-def _unsafe_retry_findings(facts: Facts, contract: ProviderContract,
-                           blind_known: bool | None) -> list[str]:
+def _unsafe_retry_findings(summary: Summary, contract: ProviderContract) -> list[str]:
     """Rule 2, each way it can hold."""
-    intent = facts.intent
     found: list[str] = []
-    if any(a.idempotency_key != intent.idempotency_key or a.request_hash != intent.request_hash
-           for a in facts.attempts):
+    if summary.inconsistent:
         found.append(Finding.INCONSISTENT_ATTEMPT)
     # A refused retry is kept as evidence, but it is not a lock: a human's resolution or
     # approval recorded after it has seen it, and only a refusal after that counts.
-    reviewed = max((e.at for e in facts.evidence if isinstance(e, Resolution | Approval)),
-                   default=None)
-    if any(reviewed is None or r.at > reviewed for r in facts.of(RefusedRetry)):
+    reviewed = summary.reviewed_at
+    if summary.refused_at is not None and (reviewed is None or summary.refused_at > reviewed):
         found.append(Finding.REFUSED_RETRY)
-    retries = sorted((a for a in facts.attempts if a.number >= 2), key=lambda a: a.number)
-    # Only a non_idempotent action can be retried blindly; the others skip the walk back.
-    if intent.effect is Effect.NON_IDEMPOTENT and (
-            blind_known if blind_known is not None
-            else _any_blind_retry(facts, contract, retries)):
+    # Only a non_idempotent action can be retried blindly: only its summary keeps what was
+    # known before each retry.
+    if _any_blind_retry(summary, contract):
         found.append(Finding.BLIND_RETRY)
-    first = earliest_dispatch(facts)
-    if any((dispatched_at(a, facts) - first).total_seconds() > contract.key_retention_s
-           for a in facts.attempts):
+    last = summary.last_attempt_at
+    if last is not None and (
+            (last - summary.earliest_dispatch).total_seconds() > contract.key_retention_s):
         found.append(Finding.RETRY_AFTER_RETENTION)
-    if attempts_used(facts) > contract.max_attempts:
+    if summary.attempts_used > contract.max_attempts:
         found.append(Finding.ATTEMPTS_OVER_BUDGET)
     return found
 
 
-def _any_blind_retry(facts: Facts, contract: ProviderContract, retries: list[Attempt]) -> bool:
+def _any_blind_retry(summary: Summary, contract: ProviderContract) -> bool:
     """Was any retry sent while the verdict, as it stood just before it, was not
-    verified_not_applied? Walked in attempt order, each step reusing what the earlier ones
-    found, so the cost stays linear in the number of retries."""
-    for retry in retries:
-        # What was known when the attempt reached the sidecar, by the sidecar's own clock:
-        # a caller's skewed clock neither hides evidence from the walk nor invents some.
-        sent = retry.recorded_at or retry.at
-        before = _evaluate(facts.before(sent, retry.number), contract, sent, blind_known=False)
-        if before.verdict is not Verdict.VERIFIED_NOT_APPLIED:
-            return True
-    return False
+    verified_not_applied? What was known before a retry keeps no retries of its own, so the
+    walk stops there (a retry is judged against the evidence, not against earlier retries'
+    blindness)."""
+    return any(_verdict(before, contract) is not Verdict.VERIFIED_NOT_APPLIED
+               for _, _, before in summary.before_retries)
 
 
-def _deciding_resolution(facts: Facts, seen: _Seen) -> Resolution | None:
+def _deciding_resolution(summary: Summary, seen: _Seen) -> Resolution | None:
     """The latest recorded human resolution, unless proof was recorded after it.
 
     Proof is a later attempt, a later receipt, a later match from an authoritative or lagging
@@ -315,36 +237,34 @@ def _deciding_resolution(facts: Facts, seen: _Seen) -> Resolution | None:
     attempt is kept apart from the evidence, with no place in that order: it is later when
     dispatched after the resolution's time (at the same instant, the human saw it).
     """
-    placed = [(i, e) for i, e in enumerate(facts.evidence) if isinstance(e, Resolution)]
-    if not placed:
+    latest, place = summary.resolution, summary.resolution_place
+    if latest is None:
         return None
-    place, latest = placed[-1]
-    later_attempt = any(dispatched_at(a, facts) > latest.at for a in facts.attempts)
-    later_receipt = any(isinstance(e, Receipt) for e in facts.evidence[place + 1:])
-    later_match = any(i > place and o.matches for i, o in _proofs(facts))
+    last_attempt = summary.last_attempt_at
+    later_attempt = last_attempt is not None and last_attempt > latest.at
+    later_receipt = summary.last_receipt_place > place
+    later_match = summary.last_match_place > place
     later_zero = seen.conclusive_zero_at is not None and seen.conclusive_zero_at > place
     superseded = later_attempt or later_receipt or later_match or later_zero
     return None if superseded else latest
 
 
-def _side_findings(facts: Facts, seen: _Seen) -> list[str]:
+def _side_findings(summary: Summary, seen: _Seen) -> list[str]:
     """Findings that explain the evidence without being rules themselves."""
     found: list[str] = []
-    observations = facts.of(Observation)
     if len(seen.refs) == 1 and seen.hash_mismatch:
         found.append(Finding.EFFECT_HASH_MISMATCH)
     if seen.success_claim:
         found.append(Finding.SUCCESS_CLAIM)
-    if any(authority_of(o) is Authority.WEAK and o.matches for o in observations):
+    if summary.weak_match:
         found.append(Finding.WEAK_MATCH)
-    if any(authority_of(o) is Authority.UNAVAILABLE for o in observations):
+    if summary.probe_unavailable:
         found.append(Finding.PROBE_UNAVAILABLE)
-    # A receipt that names no hash (Postmark's MessageID) is unbound, not bound elsewhere.
-    if any(h is not None and not _bound(h, facts) for h in _receipt_hashes(facts)):
+    if summary.receipt_mismatch:
         found.append(Finding.RECEIPT_HASH_MISMATCH)
-    if not seen.conclusive_zero and any(not o.matches for _, o in _proofs(facts)):
+    if not seen.conclusive_zero and summary.proof_zero:
         found.append(Finding.ZERO_NOT_CONCLUSIVE)
-    if facts.of(IntentConflict):
+    if summary.intent_conflict:
         found.append(Finding.INTENT_CONFLICT)
     return found
 
@@ -370,63 +290,75 @@ def _rules(seen: _Seen, unsafe: list[str]) -> list[tuple[Verdict, str]]:
 
 def evaluate(facts: Facts, contract: ProviderContract, now: datetime) -> Decision:
     """The verdict on one operation from its recorded facts, its provider contract and the time."""
-    return _evaluate(facts, contract, now, blind_known=None)
+    return decide(summarize(facts), contract, now)
 
 
-def _evaluate(facts: Facts, contract: ProviderContract, now: datetime,
-              blind_known: bool | None) -> Decision:
-    seen = _seen(facts, contract)
-    unsafe = _unsafe_retry_findings(facts, contract, blind_known)
+def decide(summary: Summary, contract: ProviderContract, now: datetime) -> Decision:
+    """The verdict on one operation from the summary of its facts (`summary.summarize`, or one
+    a store keeps folded as it records): the same as `evaluate` on those facts."""
+    seen = _seen(summary, contract)
+    unsafe = _unsafe_retry_findings(summary, contract)
     held = _rules(seen, unsafe)
-    findings = [finding for _, finding in held] + unsafe + _side_findings(facts, seen)
+    findings = [finding for _, finding in held] + unsafe + _side_findings(summary, seen)
 
     verdict = held[0][0] if held else Verdict.INDETERMINATE
     if not held:
         findings.append(Finding.INDETERMINATE)
-    resolution = _deciding_resolution(facts, seen)
+    resolution = _deciding_resolution(summary, seen)
     if resolution is not None:
         verdict = resolution.verdict
         findings.append(Finding.HUMAN_RESOLUTION)
-    elif facts.of(Resolution):
+    elif summary.resolution is not None:
         findings.append(Finding.RESOLUTION_SUPERSEDED)
 
-    next_action, retry_allowed, why = _next_action(facts, contract, now, verdict, findings)
+    next_action, retry_allowed, why = _next_action(summary, contract, now, verdict, findings)
     return Decision(verdict=verdict, findings=tuple(dict.fromkeys(findings + why)),
                     next_action=next_action, retry_allowed=retry_allowed)
 
 
-def _retry_refusals(facts: Facts, contract: ProviderContract, now: datetime,
+def _verdict(summary: Summary, contract: ProviderContract) -> Verdict:
+    """The verdict alone (rule 2's look at what was known before a retry)."""
+    seen = _seen(summary, contract)
+    resolution = _deciding_resolution(summary, seen)
+    if resolution is not None:
+        return resolution.verdict
+    held = _rules(seen, _unsafe_retry_findings(summary, contract))
+    return held[0][0] if held else Verdict.INDETERMINATE
+
+
+def _retry_refusals(summary: Summary, contract: ProviderContract, now: datetime,
                     findings: list[str]) -> list[str]:
     """Why a verified_not_applied operation may still not be retried now (empty: it may)."""
     refusals: list[str] = []
     if Finding.UNSAFE_RETRY in findings:
         refusals.append(Finding.UNSAFE_RETRY)
-    if attempts_used(facts) + 1 > contract.max_attempts:
+    if summary.attempts_used + 1 > contract.max_attempts:
         refusals.append(Finding.RETRY_BUDGET_EXHAUSTED)
-    if (now - earliest_dispatch(facts)).total_seconds() > contract.key_retention_s:
+    if (now - summary.earliest_dispatch).total_seconds() > contract.key_retention_s:
         refusals.append(Finding.RETENTION_WINDOW_CLOSED)
     if not contract.idempotency_keys:
         refusals.append(Finding.NO_IDEMPOTENCY_KEYS)
-    if facts.intent.idempotency_key is None:
+    if summary.intent.idempotency_key is None:
         refusals.append(Finding.INTENT_WITHOUT_KEY)
-    dispatched = latest_dispatch(facts)
-    if not contract.compensable and not any(a.at > dispatched for a in facts.of(Approval)):
+    approved = summary.approved_at
+    if not contract.compensable and not (approved is not None
+                                         and approved > summary.latest_dispatch):
         refusals.append(Finding.APPROVAL_REQUIRED)
     return refusals
 
 
-def _next_action(facts: Facts, contract: ProviderContract, now: datetime, verdict: Verdict,
+def _next_action(summary: Summary, contract: ProviderContract, now: datetime, verdict: Verdict,
                  findings: list[str]) -> tuple[str, bool, list[str]]:
     """(next action, retry allowed, extra findings) for a verdict."""
     if verdict is Verdict.VERIFIED_NOT_APPLIED:
-        refusals = _retry_refusals(facts, contract, now, findings)
+        refusals = _retry_refusals(summary, contract, now, findings)
         if not refusals:
             return NextAction.RETRY_SAME_KEY, True, []
         if refusals == [Finding.APPROVAL_REQUIRED]:
             return NextAction.AWAIT_APPROVAL, False, refusals
         return NextAction.ESCALATE, False, refusals
     if verdict is Verdict.INDETERMINATE:
-        if now >= reconcile_deadline(facts, contract):
+        if now >= reconcile_deadline(summary.intent, contract):
             return NextAction.ESCALATE, False, [Finding.DEADLINE_PASSED]
         return NextAction.RECONCILE, False, []
     return {

@@ -14,7 +14,7 @@ import pytest
 # bench/ is run from the repository root and is not installed with the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import intents, over_http, peers, reconcile, replicas, scale
+from bench import history, intents, over_http, peers, reconcile, replicas, scale
 from bench.__main__ import BENCHMARKS, summary
 from bench.harness import Benchmark, Context, Outcome
 
@@ -105,6 +105,13 @@ def test_the_load_generator_prints_its_whole_result_when_the_loop_left_stdout_no
     assert len(json.loads(done.stdout)["latencies_s"]) == 20_000
 
 
+def test_history_compares_the_per_fact_cost_of_a_long_history_with_a_short_one(
+        tmp_path: Path) -> None:
+    outcome = run_tiny(history.run, tmp_path)
+    assert_measured(outcome, 1)
+    assert any("whole history decided again" in figure for figure in outcome.figures)
+
+
 def test_the_summary_lists_every_ratio_and_every_failure() -> None:
     outcome = Outcome("x", "a benchmark")
     outcome.ratio("fast", 2.0, 1.5, higher_is_better=True)
@@ -114,4 +121,4 @@ def test_the_summary_lists_every_ratio_and_every_failure() -> None:
     assert "slow: 2.00x (target <= 1.5x) MISSED" in text
     assert "broken" in text and "1 of 2 targets met" in text
     assert set(BENCHMARKS) == {"intents", "http", "reconcile", "scale", "replicas",
-                               "peers"}
+                               "peers", "history"}

@@ -27,7 +27,8 @@ from reconciler.ports import ERROR_CHARS, Delivery, Leases, Round, Scheduled, St
 from reconciler.store.memory import MemoryStore
 from reconciler.store.schema import leases_of, open_store
 from reconciler.store.sql import SqlStore
-from reconciler.verdicts import evaluate
+from reconciler.summary import Summary
+from reconciler.verdicts import decide
 
 from builders import CONTRACT, H0, K0, OP, T0, attempt, intent, probe, receipt, resolution, t
 from stores import KINDS, opened
@@ -55,23 +56,22 @@ def dispatched(store: Store, *ops: str) -> None:
         store.record_attempt(replace(attempt(1, 1), operation_id=op))
 
 
-def decided(facts: Facts, contract: ProviderContract, now: datetime) -> Scheduled:
+def decided(summary: Summary, contract: ProviderContract, now: datetime) -> Scheduled:
     """A rule for recorded facts that schedules nothing."""
-    return Scheduled(evaluate(facts, contract, now), None)
+    return Scheduled(decide(summary, contract, now), None)
 
 
-def confirm_at_200(facts: Facts, contract: ProviderContract, now: datetime) -> Scheduled:
-    return Scheduled(evaluate(facts, contract, now), t(200))
+def confirm_at_200(summary: Summary, contract: ProviderContract, now: datetime) -> Scheduled:
+    return Scheduled(decide(summary, contract, now), t(200))
 
 
-def still_open(facts: object, contract: ProviderContract, number: int) -> Scheduled:
+def still_open(summary: Summary, contract: ProviderContract, number: int) -> Scheduled:
     """A round rule that decides indeterminate and asks for the next round in 10 s."""
-    decision = evaluate(facts, contract, t(100))  # type: ignore[arg-type]
-    return Scheduled(decision, t(110), escalate=False)
+    return Scheduled(decide(summary, contract, t(100)), t(110), escalate=False)
 
 
-def escalating(facts: object, contract: ProviderContract, number: int) -> Scheduled:
-    return Scheduled(evaluate(facts, contract, t(100)), None, escalate=True)  # type: ignore
+def escalating(summary: Summary, contract: ProviderContract, number: int) -> Scheduled:
+    return Scheduled(decide(summary, contract, t(100)), None, escalate=True)
 
 
 # -- recording ------------------------------------------------------------------------------
@@ -197,6 +197,20 @@ def test_deciding_caches_the_verdict_and_its_time_only_when_it_changes(store: St
     [cached] = store.list_operations()
     assert (cached.verdict, cached.next_action, cached.updated_at) == (
         "verified_applied", "use_recorded_outcome", t(11))
+
+
+def test_a_decision_keeps_the_facts_it_was_drawn_from_whatever_is_recorded_after(
+        store: Store) -> None:
+    """A store may hand the facts over read on demand (ports.Decided.snapshot): read late,
+    they are still those of the decision."""
+    store.put_contract(CONTRACT)
+    store.record_intent(intent())
+    store.record_attempt(attempt(1, 1))
+    result = store.decide(OP, decided, t(2))
+    store.record_evidence(receipt(10))
+    store.record_attempt(attempt(2, 11))
+    assert result.facts == Facts(intent(), (attempt(1, 1),), ())
+    assert len(store.decide(OP, decided, t(12)).facts.evidence) == 1
 
 
 def test_list_operations_filters_by_verdict_and_pages_by_cursor(store: Store) -> None:

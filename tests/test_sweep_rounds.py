@@ -147,7 +147,7 @@ def test_a_round_that_cannot_conclude_records_nothing_and_releases_its_lease(
     def broken_rule(*args: Any) -> Any:
         raise RuntimeError("the rule broke mid-transaction")
 
-    monkeypatch.setattr(ledger_module, "evaluate", broken_rule)
+    monkeypatch.setattr(ledger_module, "decide", broken_rule)
     with pytest.raises(RuntimeError):
         sweeper(store, clock, Probe(zero(clock))).sweep()
     after = state(store, op)

@@ -1,7 +1,8 @@
 """Properties over random event sequences: the engine never claims a verified verdict without
 the evidence SPEC section 4 requires, and never grants a retry outside verified_not_applied, nor
 for an intent without a key, nor on the word of an errored observation; once a human recorded
-verified_applied, no evidence makes it verified_not_applied.
+verified_applied, no evidence makes it verified_not_applied. And the summary a store folds fact
+by fact decides as the whole history does.
 
 The checks below restate the SPEC's evidence requirements independently of the engine's code.
 """
@@ -25,10 +26,13 @@ from reconciler.domain import (
     Outcome,
     ProviderContract,
     Receipt,
+    RefusedRetry,
     Resolution,
     Verdict,
 )
-from reconciler.verdicts import evaluate
+from reconciler.ports import Scheduled
+from reconciler.store.memory import MemoryStore
+from reconciler.verdicts import decide, evaluate
 
 from builders import H0, K0, OP, OTHER_HASH, t
 
@@ -226,3 +230,41 @@ def test_an_errored_observation_changes_neither_verdict_nor_grant(
     with_errors, clean = evaluate(facts, contract, t(now)), evaluate(without, contract, t(now))
     assert (with_errors.verdict, with_errors.retry_allowed) == (clean.verdict,
                                                                  clean.retry_allowed)
+
+
+refusals = st.builds(lambda at: RefusedRetry(OP, t(at), OTHER_HASH, "other-key", "w"), seconds)
+
+
+@st.composite
+def recorded_orders(draw: st.DrawFn) -> tuple[Facts, ProviderContract, float, list[Any]]:
+    """A case and the order a store recorded it in: evidence in its order, each attempt
+    somewhere among it (now and then opened `dispatching` first and completed later)."""
+    facts, contract, now = draw(cases(st.lists(st.one_of(
+        observations, receipts, resolutions, approvals, refusals), max_size=8)))
+    steps: list[Any] = list(facts.evidence)
+    for a in facts.attempts:
+        completed_at = draw(st.integers(0, len(steps)))
+        steps.insert(completed_at, a)
+        if a.outcome is not Outcome.DISPATCHING and draw(st.booleans()):
+            opened = replace(a, outcome=Outcome.DISPATCHING, status=None, receipt=None)
+            steps.insert(draw(st.integers(0, completed_at)), opened)
+    return facts, contract, now, steps
+
+
+@settings(max_examples=300, deadline=None)
+@given(recorded_orders())
+def test_a_summary_folded_fact_by_fact_decides_as_evaluating_all_the_facts(
+        case: tuple[Facts, ProviderContract, float, list[Any]]) -> None:
+    """The memory store decides from the summary it folds as it records (reconciler.summary);
+    after every fact that is the verdict, findings and grant of the whole history."""
+    facts, contract, now, steps = case
+    store = MemoryStore()
+    store.put_contract(contract)
+    store.record_intent(facts.intent)
+    for step in steps:
+        if isinstance(step, Attempt):
+            store.record_attempt(step)
+        else:
+            store.record_evidence(step)
+        folded = store.decide(OP, lambda s, c, at: Scheduled(decide(s, c, at), None), t(now))
+        assert folded.decision == evaluate(store.facts(OP), contract, t(now))

@@ -4,6 +4,11 @@ The in-memory twin of `SqlStore` + `SqlLeases`, held to the same behaviour by th
 suite (tests/test_store_contract.py). Replay and unit tests use it: no migrations, no files.
 Nothing survives the process, so a sidecar never serves from it. Thread-safe: one lock, held
 for each call as a transaction would be.
+
+Each operation keeps the summary of its facts (reconciler.summary) folded as they are recorded,
+so that deciding after a new piece of evidence costs the same whatever the operation's history
+(replay decides after every line). An attempt refolds the history: what was known before a
+retry is the evidence dated before it, wherever it was recorded.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from reconciler.domain import (
     IntentConflict,
     Observation,
     ProviderContract,
+    Snapshot,
     Verdict,
     completes,
 )
@@ -41,6 +47,7 @@ from reconciler.ports import (
     Waiting,
 )
 from reconciler.retention import SETTLED
+from reconciler.summary import Summary, summarize
 
 
 @dataclass(slots=True)
@@ -64,12 +71,31 @@ class _State:
 class _Operation:
     intent: Intent
     state: _State
+    summary: Summary
     attempts: dict[int, Attempt] = field(default_factory=dict)
     evidence: list[Evidence] = field(default_factory=list)
 
     def facts(self) -> Facts:
-        return Facts(self.intent, tuple(self.attempts[n] for n in sorted(self.attempts)),
-                     tuple(self.evidence))
+        return Facts(self.intent, self._attempts(), tuple(self.evidence))
+
+    def snapshot(self) -> Snapshot:
+        """The facts as they stand, copied only when read: the evidence is only ever appended
+        to, so what it holds now stays its first `len` entries."""
+        intent, attempts, evidence, count = (self.intent, self._attempts(), self.evidence,
+                                             len(self.evidence))
+        return Snapshot(lambda: Facts(intent, attempts, tuple(evidence[:count])))
+
+    def _attempts(self) -> tuple[Attempt, ...]:
+        return tuple(self.attempts[n] for n in sorted(self.attempts))
+
+    def add_evidence(self, evidence: Evidence) -> None:
+        kept = _kept(evidence)
+        self.evidence.append(kept)
+        self.summary.add_evidence(kept)
+
+    def put_attempt(self, attempt: Attempt) -> None:
+        self.attempts[attempt.number] = attempt
+        self.summary = summarize(self.facts())
 
 
 def _free(expires: datetime | None, now: datetime) -> bool:
@@ -93,11 +119,11 @@ class MemoryStore:
             if existing is None:
                 verdict, action = FIRST_DECISION
                 self._operations[intent.operation_id] = _Operation(
-                    intent, _State(verdict.value, action, intent.at))
+                    intent, _State(verdict.value, action, intent.at), Summary(intent))
                 return True
             if existing.intent.same_identity(intent):
                 return False
-            existing.evidence.append(IntentConflict(
+            existing.add_evidence(IntentConflict(
                 intent.operation_id, intent.at, intent.request_hash, intent.idempotency_key))
         recorded = existing.intent
         raise IntentConflictError(
@@ -112,9 +138,9 @@ class MemoryStore:
             if existing is not None and existing.same_facts(attempt):
                 return False
             if existing is None or completes(existing, attempt):
-                op.attempts[attempt.number] = attempt if existing is None else replace(
+                op.put_attempt(attempt if existing is None else replace(
                     existing, outcome=attempt.outcome, status=attempt.status,
-                    receipt=attempt.receipt)
+                    receipt=attempt.receipt))
                 _due_from(op.state, due_at or attempt.at)
                 return True
         raise AttemptConflictError(
@@ -124,7 +150,7 @@ class MemoryStore:
 
     def record_evidence(self, evidence: Evidence) -> None:
         with self._lock:
-            self._require(evidence.operation_id).evidence.append(_kept(evidence))
+            self._require(evidence.operation_id).add_evidence(evidence)
 
     def facts(self, operation_id: str) -> Facts:
         with self._lock:
@@ -139,12 +165,11 @@ class MemoryStore:
     def decide(self, operation_id: str, rule: Rule, now: datetime) -> Decided:
         with self._lock:
             op = self._require(operation_id)
-            facts = op.facts()
-            scheduled = rule(facts, self.contract(facts.intent.provider), now)
+            scheduled = rule(op.summary, self.contract(op.intent.provider), now)
             changed = op.state.verdict != scheduled.decision.verdict.value
             if _cache(op.state, scheduled.decision, now):
                 op.state.due_at = None if op.state.escalated else scheduled.due_at
-            return Decided(facts, scheduled.decision, op.state.escalated, changed)
+            return Decided(op.snapshot(), scheduled.decision, op.state.escalated, changed)
 
     def list_operations(self, *, verdict: str | None = None, escalated: bool | None = None,
                         provider: str | None = None, attention: bool | None = None,
@@ -179,7 +204,7 @@ class MemoryStore:
             if key in self._deliveries:
                 return False
             if evidence is not None:
-                self._require(evidence.operation_id).evidence.append(_kept(evidence))
+                self._require(evidence.operation_id).add_evidence(evidence)
             self._deliveries[key] = delivery.received_at
             return True
 
@@ -283,9 +308,10 @@ class MemoryStore:
 
     def _conclude(self, holder: str, rnd: Round, rule: RoundRule, now: datetime) -> Conclusion:
         op = self._operations[rnd.intent.operation_id]
-        op.evidence.extend(_kept(e) for e in rnd.evidence)
-        facts, state = op.facts(), op.state
-        scheduled = rule(facts, self.contract(facts.intent.provider), state.probe_count + 1)
+        for evidence in rnd.evidence:
+            op.add_evidence(evidence)
+        state = op.state
+        scheduled = rule(op.summary, self.contract(op.intent.provider), state.probe_count + 1)
         was_escalated = state.escalated
         changed = state.verdict != scheduled.decision.verdict.value
         _cache(state, scheduled.decision, now)
@@ -294,7 +320,7 @@ class MemoryStore:
             state.escalated = state.escalated or scheduled.escalate
             state.due_at = None if state.escalated else scheduled.due_at
             state.lease_holder = state.lease_expires_at = None
-        return Conclusion(facts, scheduled.decision, was_escalated, scheduled.escalate,
+        return Conclusion(op.snapshot(), scheduled.decision, was_escalated, scheduled.escalate,
                           changed)
 
     def _claim_due(self, holder: str, now: datetime, lease_s: float,

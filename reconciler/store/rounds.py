@@ -18,11 +18,12 @@ import sqlalchemy
 from sqlalchemy import Row, Table, bindparam, update
 from sqlmodel import Session
 
-from reconciler.domain import Facts
+from reconciler.domain import Facts, Snapshot
 from reconciler.ports import Conclusion, Round, RoundRule, Scheduled
 from reconciler.store import rows
 from reconciler.store.sql import INSERT_EVIDENCE, SqlStore, recorded
 from reconciler.store.tables import StateRow
+from reconciler.summary import summarize
 
 _STATE: Table = StateRow.__table__  # type: ignore[attr-defined]
 # Statements built once (their compiled forms are cached), for the operations "ids".
@@ -59,10 +60,11 @@ def conclude(s: Session, store: SqlStore, holder: str, rounds: Sequence[Round], 
         # Intents never change once recorded: the claimed one is the stored one.
         facts = Facts(r.intent, tuple(attempts[op]), tuple(evidence[op]))
         state = states[op]  # born with the intent (record_intent); the lease was on it
-        scheduled = rule(facts, store.contract_in(s, r.intent.provider), state.probe_count + 1)
+        scheduled = rule(summarize(facts), store.contract_in(s, r.intent.provider),
+                         state.probe_count + 1)
         updates.append(_concluded_state(state, scheduled, now,
                                         leased=state.lease_holder == holder))
-        concluded.append(Conclusion(facts, scheduled.decision, state.escalated,
+        concluded.append(Conclusion(Snapshot.of(facts), scheduled.decision, state.escalated,
                                     scheduled.escalate,
                                     changed=state.verdict != scheduled.decision.verdict.value))
     s.connection().execute(_UPDATE_STATE, updates)

@@ -35,6 +35,7 @@ from reconciler.domain import (
     IntentConflict,
     Outcome,
     ProviderContract,
+    Snapshot,
     Verdict,
     completes,
 )
@@ -64,6 +65,7 @@ from reconciler.store.tables import (
     StateRow,
     WebhookDeliveryRow,
 )
+from reconciler.summary import summarize
 
 
 def _insert(model: Any) -> Insert:
@@ -221,7 +223,7 @@ class SqlStore:
         """
         with self.session() as s:
             facts = self._facts(s, operation_id)
-            scheduled = rule(facts, self.contract_in(s, facts.intent.provider), now)
+            scheduled = rule(summarize(facts), self.contract_in(s, facts.intent.provider), now)
             decision = scheduled.decision
             state = s.get(StateRow, operation_id)
             assert state is not None  # born with the intent (record_intent)
@@ -230,7 +232,7 @@ class SqlStore:
             if (state.verdict, state.next_action) != (verdict, action):
                 state.verdict, state.next_action, state.updated_at = verdict, action, now
                 state.due_at = None if state.escalated else scheduled.due_at
-            return Decided(facts, decision, state.escalated, changed)
+            return Decided(Snapshot.of(facts), decision, state.escalated, changed)
 
     def _facts(self, s: Session, operation_id: str) -> Facts:
         intent = self._require(s, operation_id)

@@ -83,7 +83,7 @@ def timeline_svg(facts: Facts, contract: ProviderContract, now: datetime) -> str
     marks = marks_of(facts)
     latest = max([facts.intent.at, *(a.at for a in facts.attempts)])
     lag_end = latest + timedelta(seconds=contract.visibility_lag_s)
-    deadline = reconcile_deadline(facts, contract)
+    deadline = reconcile_deadline(facts.intent, contract)
     start = facts.intent.at
     end = max([*(m.at for m in marks), lag_end, deadline, start + timedelta(seconds=1)])
     span = (end - start).total_seconds()

@@ -1,0 +1,251 @@
+"""What one operation's facts add up to, folded one fact at a time. Pure: no I/O, no clock.
+
+The verdict engine (`verdicts.decide`) reads a `Summary`, never the facts themselves, so that
+deciding after a new fact costs the same whatever the operation's history: a store folds each
+fact into the operation's summary as it records it (`Summary.add_evidence`), and
+`summarize(facts)` is the same fold over a whole history at once. The summary holds exactly
+what the rules of SPEC section 4 read, and no fact twice:
+
+    intent ──▶ attempts (count, highest number, earliest and latest dispatch, consistency,
+               success, receipts read from response bodies)
+           ──▶ evidence in recorded order (refs and the latest proof; receipts; the latest
+               human resolution and what was recorded after it; approvals, refusals)
+           ──▶ for each retry of a non_idempotent action: the same summary of what was known
+               just before it (rule 2's blind retry is judged against the verdict as it stood)
+
+Two orders meet here, as SPEC section 4 fixes them: evidence is weighed against a human
+resolution by recorded order (its place), and the latest proof, dispatches and approvals by
+their times. An attempt has no place in the recorded order (attempts and evidence are kept
+apart), and the summary of what was known before a retry takes the evidence dated before it,
+wherever it was recorded: so a store refolds the history when it records an attempt
+(`summarize`), and folds evidence one by one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from reconciler.domain import (
+    Approval,
+    Attempt,
+    Authority,
+    Effect,
+    Evidence,
+    Facts,
+    Intent,
+    IntentConflict,
+    Observation,
+    Receipt,
+    RefusedRetry,
+    Resolution,
+    Verdict,
+)
+
+PROOF_AUTHORITIES = frozenset({Authority.AUTHORITATIVE, Authority.LAGGING})
+
+
+def authority_of(obs: Observation) -> Authority:
+    """The authority an observation proves with: none at all when it carries an error."""
+    return Authority.UNAVAILABLE if obs.error is not None else obs.authority
+
+
+def dispatched_at(attempt: Attempt, intent: Intent) -> datetime:
+    """When an attempt counts as sent at the latest: the later of its claimed and recorded
+    times, but never before its intent's."""
+    return max(attempt.latest_at, intent.at)
+
+
+def _later(a: datetime | None, b: datetime) -> datetime:
+    return b if a is None or b > a else a
+
+
+@dataclass(slots=True)
+class Summary:
+    """One operation's facts as the rules read them. Places count the evidence in recorded
+    order from 0; -1 is "none recorded"."""
+
+    intent: Intent
+
+    # -- attempts ---------------------------------------------------------------------------
+    attempts: int = 0
+    highest_number: int = 0
+    #: The latest `dispatched_at` of an attempt (None: no attempt recorded).
+    last_attempt_at: datetime | None = None
+    #: The earliest attempt, at its intent's time at the earliest (None: no attempt).
+    first_attempt_at: datetime | None = None
+    #: An attempt used another key or request hash than the intent (rule 2).
+    inconsistent: bool = False
+    #: An attempt got a 2xx response.
+    succeeded: bool = False
+
+    # -- receipts: recorded ones and those read from response bodies ------------------------
+    bound_receipt: bool = False
+    #: A receipt names a request hash, and not the intent's.
+    receipt_mismatch: bool = False
+    #: The provider refs of bound receipts.
+    receipt_refs: set[str] = field(default_factory=set)
+    last_receipt_place: int = -1
+
+    # -- observations -----------------------------------------------------------------------
+    #: SPEC's `refs`: refs matched by an authoritative or lagging read without an error.
+    refs: set[str] = field(default_factory=set)
+    #: Such a match carries a request hash, and not the intent's.
+    match_mismatch: bool = False
+    #: The latest such read by its time (equal times: the later recorded), and its place.
+    latest_proof: Observation | None = None
+    latest_proof_place: int = -1
+    #: The place of the last such read that matched something.
+    last_match_place: int = -1
+    #: Such a read once answered with no match.
+    proof_zero: bool = False
+    weak_match: bool = False
+    probe_unavailable: bool = False
+
+    # -- humans and the gate ----------------------------------------------------------------
+    #: The latest recorded resolution and its place.
+    resolution: Resolution | None = None
+    resolution_place: int = -1
+    #: A human once said verified_applied (it counts against a zero even when superseded).
+    human_applied: bool = False
+    #: The latest time a human resolved or approved: a refused retry before it was seen.
+    reviewed_at: datetime | None = None
+    approved_at: datetime | None = None
+    refused_at: datetime | None = None
+    intent_conflict: bool = False
+
+    #: Evidence folded so far: the place of the next one.
+    evidence: int = 0
+    #: For each retry (n >= 2) of a non_idempotent action: (number, when the sidecar knew of
+    #: it, the summary of what was known just before it).
+    before_retries: list[tuple[int, datetime, Summary]] = field(default_factory=list)
+
+    # -- what the rules read ----------------------------------------------------------------
+
+    @property
+    def attempted(self) -> bool:
+        return self.attempts > 0
+
+    @property
+    def latest_dispatch(self) -> datetime:
+        """The latest of the intent's time and every attempt's (SPEC section 4; of an attempt's
+        claimed and recorded times, the later: section 6, "Trust")."""
+        return self.last_attempt_at or self.intent.at
+
+    @property
+    def earliest_dispatch(self) -> datetime:
+        """Where the key retention window starts: the earliest attempt (at its intent's time at
+        the earliest); the intent's time when none was recorded (it may have been sent
+        unrecorded)."""
+        return self.first_attempt_at or self.intent.at
+
+    @property
+    def attempts_used(self) -> int:
+        """Attempts spent against max_attempts: the count, or the highest number if a gap in
+        the numbers says some were sent and not recorded."""
+        return max(self.attempts, self.highest_number)
+
+    @property
+    def success_claim(self) -> bool:
+        """A 2xx response or a bound receipt (input of rule 3)."""
+        return self.bound_receipt or self.succeeded
+
+    @property
+    def applied_refs(self) -> frozenset[str]:
+        """What shows an effect took place (rule 5): `refs`, and the refs of bound receipts."""
+        return frozenset(self.refs | self.receipt_refs)
+
+    @property
+    def latest_proof_at(self) -> datetime | None:
+        """The time of the latest authoritative or lagging read without an error."""
+        return None if self.latest_proof is None else self.latest_proof.at
+
+    # -- the fold ---------------------------------------------------------------------------
+
+    def add_attempt(self, attempt: Attempt) -> None:
+        """Fold in one attempt (each number once: a completed attempt replaces its open record
+        by refolding the history, see the module's docstring)."""
+        for number, _, before in self.before_retries:
+            if attempt.number < number:
+                before.add_attempt(attempt)
+        intent = self.intent
+        self.attempts += 1
+        self.highest_number = max(self.highest_number, attempt.number)
+        self.last_attempt_at = _later(self.last_attempt_at, dispatched_at(attempt, intent))
+        first = max(attempt.earliest_at, intent.at)
+        if self.first_attempt_at is None or first < self.first_attempt_at:
+            self.first_attempt_at = first
+        self.inconsistent |= (attempt.idempotency_key != intent.idempotency_key
+                              or attempt.request_hash != intent.request_hash)
+        self.succeeded |= attempt.succeeded
+        if attempt.receipt is not None:
+            self._receipt(attempt.receipt.provider_ref, attempt.receipt.request_hash)
+
+    def add_evidence(self, evidence: Evidence) -> None:
+        """Fold in the next piece of evidence in recorded order."""
+        for _, sent, before in self.before_retries:
+            if evidence.at < sent:
+                before.add_evidence(evidence)
+        place = self.evidence
+        self.evidence += 1
+        match evidence:
+            case Observation():
+                self._observation(evidence, place)
+            case Receipt():
+                self.last_receipt_place = place
+                self._receipt(evidence.provider_ref, evidence.request_hash)
+            case Resolution():
+                self.resolution, self.resolution_place = evidence, place
+                self.human_applied |= evidence.verdict is Verdict.VERIFIED_APPLIED
+                self.reviewed_at = _later(self.reviewed_at, evidence.at)
+            case Approval():
+                self.reviewed_at = _later(self.reviewed_at, evidence.at)
+                self.approved_at = _later(self.approved_at, evidence.at)
+            case IntentConflict():
+                self.intent_conflict = True
+            case RefusedRetry():
+                self.refused_at = _later(self.refused_at, evidence.at)
+
+    def _observation(self, obs: Observation, place: int) -> None:
+        authority = authority_of(obs)
+        if authority is Authority.WEAK and obs.matches:
+            self.weak_match = True
+        elif authority is Authority.UNAVAILABLE:
+            self.probe_unavailable = True
+        if authority not in PROOF_AUTHORITIES:
+            return
+        hash_ = self.intent.request_hash
+        for match in obs.matches:
+            self.refs.add(match.provider_ref)
+            self.match_mismatch |= match.request_hash is not None and match.request_hash != hash_
+        if obs.matches:
+            self.last_match_place = place
+        else:
+            self.proof_zero = True
+        # Equal times keep recorded order: the later line wins.
+        if self.latest_proof is None or obs.at >= self.latest_proof.at:
+            self.latest_proof, self.latest_proof_place = obs, place
+
+    def _receipt(self, ref: str, request_hash: str | None) -> None:
+        # A receipt that names no hash (Postmark's MessageID) is unbound, not bound elsewhere.
+        if request_hash == self.intent.request_hash:
+            self.bound_receipt = True
+            self.receipt_refs.add(ref)
+        elif request_hash is not None:
+            self.receipt_mismatch = True
+
+
+def summarize(facts: Facts) -> Summary:
+    """The fold of a whole history: its attempts, then its evidence in recorded order."""
+    summary = Summary(facts.intent)
+    if facts.intent.effect is Effect.NON_IDEMPOTENT:
+        # What was known when a retry reached the sidecar, by the sidecar's own clock: a
+        # caller's skewed clock neither hides evidence from rule 2 nor invents some.
+        summary.before_retries = [(a.number, a.recorded_at or a.at, Summary(facts.intent))
+                                  for a in sorted(facts.attempts, key=lambda a: a.number)
+                                  if a.number >= 2]
+    for attempt in facts.attempts:
+        summary.add_attempt(attempt)
+    for evidence in facts.evidence:
+        summary.add_evidence(evidence)
+    return summary
