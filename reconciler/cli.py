@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from reconciler import terminal
 from reconciler.fixtures import fixture_files
 from reconciler.ops import ops
 from reconciler.replay import ExpectResult, ReplayReport, replay
@@ -39,12 +40,6 @@ class Format(StrEnum):
     json = "json"
 
 
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
-                     .rstrip() for row in rows)
-
-
 def _row(result: ExpectResult) -> list[str]:
     got = result.got
     if result.retry_expected is not None:
@@ -53,8 +48,8 @@ def _row(result: ExpectResult) -> list[str]:
     if result.retry_expected is not None:
         expected += f" (retry {'allowed' if result.retry_expected else 'refused'})"
     missing = f" MISSING {','.join(result.missing_findings)}" if result.missing_findings else ""
-    return [f"{result.path}:{result.line}", result.operation_id, expected, got,
-            ",".join(result.findings) + missing, "pass" if result.passed else "FAIL"]
+    return [str(result.line), result.operation_id, expected, got,
+            "pass" if result.passed else "FAIL", ", ".join(result.findings) + missing]
 
 
 def _print_report(report: ReplayReport, fmt: Format) -> None:
@@ -71,9 +66,14 @@ def _print_report(report: ReplayReport, fmt: Format) -> None:
             "passed": report.passed, "failed": report.failed,
         }, indent=2))
         return
-    if report.results:
-        header = ["where", "operation", "expected", "got", "findings", "result"]
-        typer.echo(_table([header] + [_row(r) for r in report.results]))
+    # One table per file, titled with its path: a path beside every row would take half
+    # the width.
+    by_file: dict[str, list[list[str]]] = {}
+    for result in report.results:
+        by_file.setdefault(result.path, []).append(_row(result))
+    for path, rows in by_file.items():
+        typer.echo(terminal.table(["line", "operation", "expected", "got", "result",
+                                   "findings"], rows, title=path))
     typer.echo(f"{report.passed} passed, {report.failed} failed")
 
 
@@ -132,7 +132,8 @@ def demo_command() -> None:
     from reconciler.demo import closing_line, play_all, table_rows
 
     played = play_all(progress=lambda line: typer.echo(line, err=True))
-    typer.echo(_table(table_rows(played)))
+    header, *rows = table_rows(played)
+    typer.echo(terminal.table(header, rows))
     typer.echo(closing_line(played))
     if not all(p.as_expected for p in played):
         raise typer.Exit(EXIT_FAILED)
@@ -219,11 +220,11 @@ def check_config_command(
     except CannotCheckError as exc:
         typer.echo(f"cannot check: {exc}", err=True)
         raise typer.Exit(EXIT_CANNOT_CHECK) from None
-    rows = [["probe", "authority", "matches", "error"]] + [
+    rows = [
         [r.probe, r.authority, ", ".join(
             ref + (f" ({h})" if h else "") for ref, h in zip(r.refs, r.hashes, strict=True))
          or "-", r.error or "-"] for r in readings]
-    typer.echo(_table(rows))
+    typer.echo(terminal.table(["probe", "authority", "matches", "error"], rows))
     if not readings:
         typer.echo(f"operation {operation_id!r}: its provider has no probe to run")
     if any(r.authority in ("unavailable", "raised") for r in readings):
