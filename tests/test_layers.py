@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Lowest first. A part is a top-level module or package of reconciler, or probes.
 LAYERS: list[set[str]] = [
-    {"domain", "errors", "serving", "metrics", "terminal"},     # plain facts, no rules; text
+    {"domain", "errors", "serving", "metrics", "terminal", "logs", "release"},  # no rules
     {"hashing", "verdicts", "runs", "schemas", "fixtures"},     # pure rules and wire shapes
     {"ports", "outcomes", "attention", "retention"},            # the seams; humans; forgetting
     {"schedule"},                                               # pure probe scheduling
