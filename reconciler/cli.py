@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from reconciler import terminal
 from reconciler.fixtures import fixture_files
 from reconciler.ops import ops
 from reconciler.replay import ExpectResult, ReplayReport, replay
@@ -18,16 +19,61 @@ app = typer.Typer(
     help="Effect-receipt reconciler: record intents, probe providers, gate every retry.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    # typer's --install-completion / --show-completion (bash, zsh, fish, PowerShell), through
+    # click's completion: https://typer.tiangolo.com/tutorial/options-autocompletion/
+    add_completion=True,
     rich_markup_mode=None,
+    # Inherited by every subcommand's context: `-h` wherever `--help` is.
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 app.add_typer(ops, name="ops")
 
 
+class LogLevel(StrEnum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
+class LogFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+LogLevelOption = Annotated[LogLevel | None, typer.Option(
+    help="debug, info, warning or error; debug also shows every probe HTTP call [default "
+         "info; env RECONCILER_LOG_LEVEL for serve].", case_sensitive=False)]
+LogFormatOption = Annotated[LogFormat | None, typer.Option(
+    help="text, or json: one object per line (time, level, logger, message, extra fields) "
+         "[default text; env RECONCILER_LOG_FORMAT for serve].", case_sensitive=False)]
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from reconciler.release import release
+
+        typer.echo(f"reconciler {release()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    ctx: typer.Context,
+    _version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print the version and exit.")] = False,
+    log_level: LogLevelOption = None,
+    log_format: LogFormatOption = None,
+) -> None:
     """Effect-receipt reconciler: record intents, probe providers, gate every retry."""
+    # Given here, they hold for every command (serve's own flags win for serve).
+    ctx.obj = {"log_level": log_level, "log_format": log_format}
+    if log_level is not None or log_format is not None:
+        from reconciler.logs import configure
+
+        configure((log_level or LogLevel.info).value, (log_format or LogFormat.text).value)
 
 
 #: Exit codes: 0 all good, 1 an expectation failed (with --check), 2 the input is bad.
@@ -39,12 +85,6 @@ class Format(StrEnum):
     json = "json"
 
 
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
-                     .rstrip() for row in rows)
-
-
 def _row(result: ExpectResult) -> list[str]:
     got = result.got
     if result.retry_expected is not None:
@@ -53,8 +93,8 @@ def _row(result: ExpectResult) -> list[str]:
     if result.retry_expected is not None:
         expected += f" (retry {'allowed' if result.retry_expected else 'refused'})"
     missing = f" MISSING {','.join(result.missing_findings)}" if result.missing_findings else ""
-    return [f"{result.path}:{result.line}", result.operation_id, expected, got,
-            ",".join(result.findings) + missing, "pass" if result.passed else "FAIL"]
+    return [str(result.line), result.operation_id, expected, got,
+            "pass" if result.passed else "FAIL", ", ".join(result.findings) + missing]
 
 
 def _print_report(report: ReplayReport, fmt: Format) -> None:
@@ -71,9 +111,14 @@ def _print_report(report: ReplayReport, fmt: Format) -> None:
             "passed": report.passed, "failed": report.failed,
         }, indent=2))
         return
-    if report.results:
-        header = ["where", "operation", "expected", "got", "findings", "result"]
-        typer.echo(_table([header] + [_row(r) for r in report.results]))
+    # One table per file, titled with its path: a path beside every row would take half
+    # the width.
+    by_file: dict[str, list[list[str]]] = {}
+    for result in report.results:
+        by_file.setdefault(result.path, []).append(_row(result))
+    for path, rows in by_file.items():
+        typer.echo(terminal.table(["line", "operation", "expected", "got", "result",
+                                   "findings"], rows, title=path))
     typer.echo(f"{report.passed} passed, {report.failed} failed")
 
 
@@ -132,7 +177,8 @@ def demo_command() -> None:
     from reconciler.demo import closing_line, play_all, table_rows
 
     played = play_all(progress=lambda line: typer.echo(line, err=True))
-    typer.echo(_table(table_rows(played)))
+    header, *rows = table_rows(played)
+    typer.echo(terminal.table(header, rows))
     typer.echo(closing_line(played))
     if not all(p.as_expected for p in played):
         raise typer.Exit(EXIT_FAILED)
@@ -226,11 +272,11 @@ def check_config_command(
     except CannotCheckError as exc:
         typer.echo(f"cannot check: {exc}", err=True)
         raise typer.Exit(EXIT_CANNOT_CHECK) from None
-    rows = [["probe", "authority", "matches", "error"]] + [
+    rows = [
         [r.probe, r.authority, ", ".join(
             ref + (f" ({h})" if h else "") for ref, h in zip(r.refs, r.hashes, strict=True))
          or "-", r.error or "-"] for r in readings]
-    typer.echo(_table(rows))
+    typer.echo(terminal.table(["probe", "authority", "matches", "error"], rows))
     if not readings:
         typer.echo(f"operation {operation_id!r}: its provider has no probe to run")
     if any(r.authority in ("unavailable", "raised") for r in readings):
@@ -286,8 +332,37 @@ def prune_command(
                + (f"; written to {export}" if export else ""))
 
 
+@app.command("migrate")
+def migrate_command(
+    db: Annotated[str | None, typer.Option(
+        help="SQLAlchemy URL of the receipt store [env RECONCILER_DB; default "
+             "sqlite:///reconciler.db]")] = None,
+) -> None:
+    """Bring the receipt store's schema to the newest migration and print its revision. Run
+    it once before starting replicas (each `serve` also migrates on start, waiting for the
+    others on PostgreSQL, so it is a convenience, never required). Exit 0 when the store is at
+    the newest revision; 2 when it cannot be reached or migrated."""
+    import os
+
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from reconciler.errors import ReconcilerError
+    from reconciler.store.schema import DEFAULT_URL, migrate
+
+    url = db or os.environ.get("RECONCILER_DB") or DEFAULT_URL
+    try:
+        shown = make_url(url).render_as_string(hide_password=True)
+        revision = migrate(url)
+    except (ReconcilerError, SQLAlchemyError, OSError) as exc:
+        typer.echo(f"error: cannot migrate: {exc}", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    typer.echo(f"{shown}: at revision {revision}")
+
+
 @app.command("serve")
 def serve_command(
+    ctx: typer.Context,
     db: Annotated[str | None, typer.Option(
         help="SQLAlchemy URL of the receipt store [env RECONCILER_DB; default "
              "sqlite:///reconciler.db]. PostgreSQL: postgresql+psycopg://user@host/db")] = None,
@@ -344,6 +419,12 @@ def serve_command(
                                    "non-loopback address with credentials.")] = False,
     max_concurrency: Annotated[int | None, typer.Option(
         help="Requests in flight; more get 503 with Retry-After [default 256].")] = None,
+    retain_settled_days: Annotated[float | None, typer.Option(
+        help="The sweep removes settled operations decided longer ago than this, a small "
+             "batch per sweep, as `reconciler prune` would (no export) [default: keep].")
+    ] = None,
+    log_level: LogLevelOption = None,
+    log_format: LogFormatOption = None,
 ) -> None:
     """Run the sidecar: the HTTP API (SPEC section 6) with the reconcile sweep inside.
 
@@ -362,7 +443,15 @@ def serve_command(
           "credentials_file": credentials_file, "allowed_hosts": allowed_hosts,
           "tls_cert": tls_cert, "tls_key": tls_key,
           "behind_tls_proxy": True if behind_tls_proxy else None,
-          "max_concurrency": max_concurrency})
+          "max_concurrency": max_concurrency, "retain_settled_days": retain_settled_days,
+          "log_level": _value(log_level, ctx, "log_level"),
+          "log_format": _value(log_format, ctx, "log_format")})
+
+
+def _value(given: StrEnum | None, ctx: typer.Context, name: str) -> str | None:
+    """A serve flag's value, else the same flag given before the command, else None."""
+    chosen = given or (ctx.obj or {}).get(name)
+    return None if chosen is None else str(chosen.value)
 
 
 credential_app = typer.Typer(help="Named credentials with roles (worker, operator, evidence, "

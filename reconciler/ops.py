@@ -20,19 +20,17 @@ from __future__ import annotations
 import getpass
 import json
 import os
-import shutil
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
 import httpx
 import typer
-from rich.console import Console
-from rich.table import Table
+
+from reconciler import terminal
 
 URL_ENV, TOKEN_ENV, OPERATOR_ENV = "RECONCILER_URL", "RECONCILER_TOKEN", "RECONCILER_OPERATOR"
 DEFAULT_URL = "http://127.0.0.1:8765"
-MAX_WIDTH = 100
 
 ops = typer.Typer(help="Act on what waits on a human, against a running sidecar "
                   f"({URL_ENV}, {TOKEN_ENV}).", no_args_is_help=True, rich_markup_mode=None)
@@ -83,19 +81,8 @@ def _actor() -> str:
     return os.environ.get(OPERATOR_ENV) or getpass.getuser()
 
 
-def _console() -> Console:
-    width = min(MAX_WIDTH, shutil.get_terminal_size((MAX_WIDTH, 24)).columns)
-    return Console(width=width, highlight=False, soft_wrap=False)
-
-
 def _table(title: str | None, columns: list[str], rows: list[list[str]]) -> None:
-    table = Table(title=title, title_justify="left", box=None, pad_edge=False,
-                  header_style="bold")
-    for name in columns:
-        table.add_column(name, overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    _console().print(table)
+    typer.echo(terminal.table(columns, rows, title=title))
 
 
 def _age(stamp: str, now: datetime) -> str:
@@ -143,7 +130,7 @@ def show(operation_id: str, as_json: Json = False) -> None:
         typer.echo(json.dumps(op, indent=2))
         return
     intent = op["intent"]
-    console = _console()
+    console = terminal.console()
     console.print(f"{intent['operation_id']}  {intent['provider']}/{intent['action']} "
                   f"({intent['effect']})")
     console.print(f"verdict {op['verdict']}, next {op['next_action']}, retry "

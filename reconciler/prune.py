@@ -10,6 +10,7 @@ Undecided, escalated, human-queue and inside-key-retention operations are never 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -28,6 +29,8 @@ from reconciler.domain import (
 )
 from reconciler.errors import ReconcilerError
 from reconciler.ledger import Judgement, Ledger
+
+log = logging.getLogger(__name__)
 
 #: Operations removed per transaction: small, so a prune never holds locks for long.
 BATCH = 500
@@ -147,3 +150,30 @@ def prune(ledger: Ledger, before: datetime, export: TextIO | None = None, *,
         if after is None:
             break
     return removed
+
+
+class Retention:
+    """The service's retention pass (`[service] retain_settled_days`): each `run` removes at
+    most `batches` x `batch` settled operations decided more than `keep` ago, by the ledger's
+    clock, without an export. It goes on where the previous run stopped and starts over once
+    it reaches the end, so operations retention keeps (inside their key retention, say) never
+    hold back those behind them; each run stays short whatever the store holds."""
+
+    def __init__(self, ledger: Ledger, keep: timedelta, *, batch: int = 100,
+                 batches: int = 10) -> None:
+        self.ledger, self.keep, self.batch, self.batches = ledger, keep, batch, batches
+        self._after: str | None = None
+
+    def run(self) -> int:
+        """One bounded pass; how many operations it removed."""
+        removed = 0
+        for _ in range(self.batches):
+            judged, self._after = self.ledger.remove_settled(
+                self.ledger.clock() - self.keep, after=self._after, limit=self.batch)
+            removed += len(judged)
+            if self._after is None:
+                break
+        if removed:
+            log.info("retention removed %d settled operation(s)", removed, extra={
+                "removed": removed, "retain_settled_days": self.keep / timedelta(days=1)})
+        return removed

@@ -14,7 +14,7 @@ import pytest
 # bench/ is run from the repository root and is not installed with the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import history, intents, over_http, peers, reconcile, replicas, scale
+from bench import console, history, intents, over_http, peers, reconcile, replicas, scale
 from bench.__main__ import BENCHMARKS, summary
 from bench.harness import Benchmark, Context, Outcome
 
@@ -50,6 +50,15 @@ def test_http_endpoints_are_measured_against_the_no_op_on_the_same_server(
     outcome = run_tiny(over_http.run, tmp_path)
     assert_measured(outcome, 4)
     assert any(label.startswith("no-op @") for label in outcome.latencies)
+
+
+def test_console_list_pages_are_measured_beside_the_no_op_on_the_same_server(
+        tmp_path: Path) -> None:
+    outcome = run_tiny(console.run, tmp_path)
+    assert_measured(outcome, 1)
+    pages = {"/healthz", "/ui/operations?escalated=true", "/v1/operations, deep cursor"}
+    kinds = ["sqlite"] + ([] if pg_unreachable() else ["postgresql"])
+    assert {f"{kind} {page}" for kind in kinds for page in pages} <= set(outcome.latencies)
 
 
 def test_reconciliation_decides_every_due_operation_and_compares_with_the_bound(
@@ -120,5 +129,5 @@ def test_the_summary_lists_every_ratio_and_every_failure() -> None:
     assert "fast: 2.00x (target >= 1.5x) met" in text
     assert "slow: 2.00x (target <= 1.5x) MISSED" in text
     assert "broken" in text and "1 of 2 targets met" in text
-    assert set(BENCHMARKS) == {"intents", "http", "reconcile", "scale", "replicas",
+    assert set(BENCHMARKS) == {"intents", "http", "reconcile", "scale", "replicas", "console",
                                "peers", "history"}

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Lowest first. A part is a top-level module or package of reconciler, or probes.
 LAYERS: list[set[str]] = [
-    {"domain", "errors", "serving", "metrics"},                 # plain facts, no rules
+    {"domain", "errors", "serving", "metrics", "terminal", "logs", "release"},  # no rules
     {"summary"},                                                # facts folded for the rules
     {"hashing", "verdicts", "runs", "schemas", "fixtures"},     # pure rules and wire shapes
     {"ports", "outcomes", "attention", "retention"},            # the seams; humans; forgetting

@@ -3,6 +3,7 @@ them as SPEC NDJSON that replays to the same verdicts, and leaves everything els
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from reconciler.store.sql import INSERT_EVIDENCE, INSERT_INTENT, INSERT_STATE, S
 from reconciler.store.tables import IntentRow
 
 from builders import H0
+from sidecar_client import Sidecar, running_sidecar
 
 LONG_AGO = datetime(2025, 1, 1, tzinfo=UTC)
 SETTLED, UNDECIDED, RECENT = 100_000, 1_000, 200
@@ -63,20 +65,51 @@ def test_a_bad_duration_says_how_to_write_one(text: str) -> None:
         parse_duration(text)
 
 
-def test_prune_removes_exactly_the_settled_past_the_window_and_replays(
+def serve_meanwhile(sidecar: Sidecar, stop: threading.Event, answers: list[int],
+                    taken: list[str]) -> None:
+    """Record an intent, read it back and list a page, again and again until `stop`."""
+    n = 0
+    while not stop.is_set():
+        op = f"live-{n:06d}"
+        answers.append(sidecar.http.post("/v1/operations", json={
+            "operation_id": op, "request_hash": H0, "idempotency_key": f"k-{op}",
+            "provider": "pay", "action": "charge", "effect": "non_idempotent"}).status_code)
+        if answers[-1] == 201:
+            taken.append(op)
+        answers.append(sidecar.http.get(f"/v1/operations/{op}").status_code)
+        answers.append(sidecar.http.get("/v1/operations?limit=50").status_code)
+        n += 1
+
+
+@pytest.mark.slow
+def test_prune_removes_exactly_the_settled_past_the_window_and_replays_while_serving(
         tmp_path: Path) -> None:
-    store = open_store(f"sqlite:///{tmp_path / 'big.db'}")
+    url = f"sqlite:///{tmp_path / 'big.db'}"
+    store = open_store(url)
     now = datetime.now(UTC)
     bulk(store, "settled", SETTLED, LONG_AGO, Verdict.VERIFIED_APPLIED, "use_recorded_outcome")
     bulk(store, "undecided", UNDECIDED, LONG_AGO, Verdict.INDETERMINATE, "wait_and_reconcile")
     bulk(store, "recent", RECENT, now - timedelta(days=1), Verdict.VERIFIED_APPLIED,
          "use_recorded_outcome")
     export = tmp_path / "pruned.ndjson"
-    with export.open("w", encoding="utf-8") as out:
-        removed = prune(Ledger(store), now - timedelta(days=30), out, batch=2_000)
+    answers: list[int] = []
+    taken: list[str] = []
+    stop = threading.Event()
+    with running_sidecar(url) as sidecar:
+        client = threading.Thread(target=serve_meanwhile, args=(sidecar, stop, answers, taken))
+        client.start()
+        try:
+            with export.open("w", encoding="utf-8") as out:
+                removed = prune(Ledger(store), now - timedelta(days=30), out, batch=2_000)
+            served = len(answers)
+        finally:
+            stop.set()
+            client.join(60)
     assert removed == SETTLED
+    assert served > 0 and set(answers) <= {200, 201}, sorted(set(answers))
     assert (count(store, "settled"), count(store, "undecided"), count(store, "recent")) == (
         0, UNDECIDED, RECENT)
+    assert count(store, "live") == len(taken)  # every intent the sidecar took is kept
     report = replay([export])
     assert not report.errors
     assert len(report.results) == SETTLED

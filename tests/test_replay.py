@@ -186,3 +186,15 @@ def test_a_dispatch_too_close_to_year_10000_to_round_up_is_a_line_error(tmp_path
     path.write_text(INTENT.replace("2026-01-01T00:00:00Z", "9999-12-31T23:59:59.9999999Z"))
     report = replay([path])
     assert [e.line for e in report.errors] == [1] and "rounded up" in str(report.errors[0])
+
+
+@pytest.mark.parametrize(("columns", "widest"), [("300", 100), ("72", 72)])
+def test_the_table_fits_the_terminal_and_never_passes_100_columns(
+        monkeypatch: pytest.MonkeyPatch, columns: str, widest: int) -> None:
+    monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.chdir(FIXTURES.parent)
+    result = runner.invoke(app, ["replay", "--check", FIXTURES.name])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(map(len, lines)) <= widest
+    assert "ndjson_fixtures/origin_01_lost_response_receipt.ndjson" in lines  # a title, whole

@@ -507,3 +507,13 @@ def test_an_attempt_still_dispatching_is_due_only_later_and_its_outcome_makes_it
     assert leases.oldest_due(t(62)) is None  # in flight: not probed yet
     store.record_attempt(replace(opening, outcome=Outcome.TIMEOUT), due_at=t(3))
     assert leases.oldest_due(t(4)) == t(3)
+
+
+def test_a_provider_filter_pages_in_id_order_from_the_cursor(store: Store,
+                                                            leases: Leases) -> None:
+    _needing_humans(store, leases)
+    every = [o.operation_id for o in store.list_operations(provider="pay")]
+    assert every == sorted(every) and len(every) == 4
+    first = store.list_operations(provider="pay", limit=2)
+    rest = store.list_operations(provider="pay", after=first[-1].operation_id)
+    assert [o.operation_id for o in first + rest] == every

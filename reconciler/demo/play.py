@@ -198,12 +198,14 @@ def play_all(scenarios: tuple[Scenario, ...] = SCENARIOS,
 
 
 def table_rows(played: list[Played]) -> list[list[str]]:
-    """The scenario table, its header first."""
-    header = ["scenario", "provider", "fault", "wire", "verdict", "expected", "evidence", ""]
+    """The scenario table, its header first: a cell holds a few short lines (a verdict path
+    one step a line), so the table fits a 100-column terminal without cutting a name."""
+    header = ["scenario", "fault, wire", "verdicts", "evidence", ""]
     return [header] + [
-        [p.scenario.name, p.scenario.provider, p.scenario.fault or "-", p.wire,
-         " > ".join(p.path), " > ".join(p.expected), p.evidence,
-         "ok" if p.as_expected else "DIFFERS"] for p in played]
+        [f"{p.scenario.name}\n{p.scenario.provider}", f"{p.scenario.fault or '-'}\n{p.wire}",
+         "\n> ".join(p.path), p.evidence,
+         "ok" if p.as_expected else "DIFFERS, expected\n" + "\n> ".join(p.expected)]
+        for p in played]
 
 
 def closing_line(played: list[Played]) -> str:

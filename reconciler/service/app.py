@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from fastapi import FastAPI
 
 from reconciler.ledger import Ledger
+from reconciler.release import release
 from reconciler.runtime.agent import Agent, load_agent
 from reconciler.service import health, operations, run_list, runs, webhooks
 from reconciler.service.admission import Admission
@@ -27,13 +26,6 @@ from reconciler.service.wiring import build_wiring, lifespan
 from reconciler.sweep import ProbeLookup
 
 
-def _version() -> str:
-    try:
-        return version("effect-reconciler")
-    except PackageNotFoundError:
-        return "0+unknown"
-
-
 def create_app(settings: Settings, *, ledger: Ledger | None = None,
                probes_for: ProbeLookup | None = None, agent: Agent | None = None) -> FastAPI:
     """The service. Without `ledger` it opens (and migrates) the store at `settings.db`;
@@ -41,7 +33,7 @@ def create_app(settings: Settings, *, ledger: Ledger | None = None,
     The runs API runs `agent`, else the one `settings.agent` names; without either its routes
     answer a no-agent problem. With an agent, the supervisor (runtime.supervisor) runs with the
     app and advances queued runs and runs whose worker died."""
-    app = FastAPI(title="Effect-receipt reconciler", version=_version(), lifespan=lifespan,
+    app = FastAPI(title="Effect-receipt reconciler", version=release(), lifespan=lifespan,
                   docs_url=None, redoc_url=None,
                   description="Records intents before dispatch, asks providers what happened, "
                   "and gates every retry on evidence.",

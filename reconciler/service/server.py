@@ -20,7 +20,6 @@ flight are served and more get 503 + Retry-After (service.admission); TLS when c
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 from collections.abc import Mapping
 from typing import TextIO
@@ -29,9 +28,11 @@ import h11
 import uvicorn
 from fastapi import FastAPI
 from sqlalchemy.exc import SQLAlchemyError
+from uvicorn.config import LOGGING_CONFIG
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from reconciler.errors import ReconcilerError
+from reconciler.logs import configure
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings, load_settings, render_settings
 from reconciler.serving import base_url, bind
@@ -45,11 +46,7 @@ def serve(settings: Settings, *, out: TextIO | None = None) -> None:
     providers from `settings.config`, and serve until SIGTERM or SIGINT. The periodic sweep
     runs with the app (see runtime.lifespan)."""
     out = out or sys.stdout
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # A line per sweep (every few seconds) would drown the log; sweep failures still show.
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    configure(settings.log_level, settings.log_format)
     print(render_settings(settings), file=out, flush=True)
     app = create_app(settings)
     sock = bind(settings.host, settings.port)
@@ -57,15 +54,19 @@ def serve(settings: Settings, *, out: TextIO | None = None) -> None:
     if settings.tls_cert is not None:
         url = url.replace("http://", "https://", 1)
     print(f"serving on {url}", file=out, flush=True)
-    uvicorn.Server(uvicorn_config(app, settings)).run(sockets=[sock])
+    uvicorn.Server(uvicorn_config(app, settings, log_level=settings.log_level,
+                                  own_logging=False)).run(sockets=[sock])
 
 
-def uvicorn_config(app: FastAPI, settings: Settings, *, log_level: str = "info"
-                   ) -> uvicorn.Config:
+def uvicorn_config(app: FastAPI, settings: Settings, *, log_level: str = "info",
+                   own_logging: bool = True) -> uvicorn.Config:
     """uvicorn's configuration for the service: h11 with the header bound and the head
-    deadline, TLS when configured. (Options as documented at uvicorn.org/settings.)"""
+    deadline, TLS when configured. (Options as documented at uvicorn.org/settings.) Without
+    `own_logging` uvicorn installs no handlers of its own (log_config=None): its lines go to
+    the root logger, in the format `reconciler.logs` set."""
     return uvicorn.Config(
         app, lifespan="on", log_level=log_level,
+        log_config=LOGGING_CONFIG if own_logging else None,
         http=head_deadline_protocol(settings.request_read_timeout_s),
         h11_max_incomplete_event_size=settings.max_header_bytes,
         timeout_keep_alive=5,

@@ -30,6 +30,7 @@ from sqlalchemy.exc import ArgumentError
 
 from probes.config import ProviderSetup, parse_config
 from reconciler.errors import ReconcilerError
+from reconciler.logs import LogFormat, LogLevel
 from reconciler.schedule import DEFAULT_POLICY
 from reconciler.service.credentials import (
     Credential,
@@ -107,6 +108,12 @@ class Settings(BaseModel):
                                      "swagger-ui-bundle.js and swagger-ui.css (e.g. npm's "
                                      "swagger-ui-dist): /docs serves them from here; unset, "
                                      "/docs is off (never a CDN)")
+    log_level: LogLevel = Field("info", description="debug shows every probe HTTP call")
+    log_format: LogFormat = Field("text", description="json: one object per line")
+    retain_settled_days: float | None = Field(None, gt=0, description="the sweep removes "
+                                              "settled operations decided longer ago, a small "
+                                              "batch at a time (as `reconciler prune`); unset: "
+                                              "kept for ever")
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

@@ -8,8 +8,10 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
+from apscheduler.schedulers.background import BackgroundScheduler
 from fastapi import Depends, FastAPI, Request
 
 from probes.base import Probe
@@ -18,6 +20,7 @@ from reconciler.gate import RetryGate
 from reconciler.ledger import Judgement, Ledger
 from reconciler.metrics import VERDICTS
 from reconciler.ports import Leases, Store
+from reconciler.prune import Retention
 from reconciler.runtime.supervisor import Supervisor
 from reconciler.schedule import SweepPolicy
 from reconciler.schemas import OperationOut
@@ -29,6 +32,10 @@ from reconciler.store.schema import leases_of, open_store
 from reconciler.sweep import ProbeLookup, Sweeper, sweep_periodically
 
 log = logging.getLogger(__name__)
+
+#: How often the retention pass runs when `retain_settled_days` is set (each pass is bounded:
+#: prune.Retention's batches), the first time at start.
+RETENTION_EVERY_S = 60.0
 
 
 def configured_probes(settings: Settings, store: Store) -> tuple[ProbeLookup, ProviderNames]:
@@ -58,6 +65,7 @@ class Wiring:
     gate: RetryGate
     sweeper: Sweeper
     providers: ProviderNames = field(default_factory=lambda: ProviderNames(None))
+    retention: Retention | None = None
 
     def operation_out(self, judgement: Judgement) -> OperationOut:
         """An operation as a client gets it."""
@@ -83,8 +91,11 @@ def build_wiring(settings: Settings, ledger: Ledger | None,
     if probes_for is None:
         probes_for, names = configured_probes(settings, store)
     sweeper = Sweeper(ledger, leases, probes_for, policy)
+    days = settings.retain_settled_days
+    retention = None if days is None else Retention(ledger, timedelta(days=days))
     return Wiring(settings, ledger, store, leases,
-                  RetryGate(ledger, leases, settings.retry_lease_ttl_s), sweeper, names)
+                  RetryGate(ledger, leases, settings.retry_lease_ttl_s), sweeper, names,
+                  retention)
 
 
 @asynccontextmanager
@@ -100,6 +111,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     supervisor: Supervisor | None = getattr(app.state, "supervisor", None)
     if supervisor is not None:
         supervisor.start()
+    if wiring.retention is not None:
+        scheduler = scheduler or _started()
+        scheduler.add_job(wiring.retention.run, "interval", seconds=RETENTION_EVERY_S,
+                          id="retention", max_instances=1, coalesce=True,
+                          next_run_time=datetime.now(UTC))
     try:
         yield
     finally:
@@ -112,6 +128,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         except StoreUnavailableError as exc:
             log.warning("sweeper %s could not release its leases (they lapse at expiry): %s",
                         wiring.sweeper.holder, exc)
+
+
+def _started() -> BackgroundScheduler:
+    scheduler = BackgroundScheduler(timezone="UTC")
+    scheduler.start()
+    return scheduler
 
 
 def get_wiring(request: Request) -> Wiring:

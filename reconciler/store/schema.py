@@ -11,6 +11,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import DisconnectionError, OperationalError
 from sqlalchemy.pool import StaticPool
@@ -151,6 +152,19 @@ def upgrade(engine: Engine) -> None:
             connection.exec_driver_sql(MIGRATION_LOCK)
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+
+
+def migrate(url: str) -> str:
+    """Bring the store at `url` to the newest migration (`reconciler migrate`); its revision
+    afterwards."""
+    engine = make_engine(url)
+    try:
+        upgrade(engine)
+        with engine.connect() as connection:
+            revision = MigrationContext.configure(connection).get_current_revision()
+    finally:
+        engine.dispose()
+    return revision or "(none)"
 
 
 def open_store(url: str = DEFAULT_URL) -> SqlStore:

@@ -271,9 +271,15 @@ class SqlStore:
             query = query.where(looking if attention else not_(looking))
         if run_id is not None:
             query = query.where(IntentRow.run_id == run_id)
+        # The same id on both sides of the join; the cursor runs on the filtered table's, so
+        # the index it leads also gives the order (ordered by the state's id, a ?provider=
+        # page sorted every match: 400 ms at a million).
+        by_intent = (provider is not None or run_id is not None) and verdict is None \
+            and escalated is None and attention is None
+        cursor = col(IntentRow.operation_id) if by_intent else col(StateRow.operation_id)
         if after is not None:
-            query = query.where(col(StateRow.operation_id) > after)
-        query = query.order_by(col(StateRow.operation_id)).limit(limit)
+            query = query.where(cursor > after)
+        query = query.order_by(cursor).limit(limit)
         with self.session() as s:
             return [_summary(i, st) for i, st in s.exec(query).all()]
 
