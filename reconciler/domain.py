@@ -137,6 +137,8 @@ class Attempt:
     status: int | None = None
     receipt: Match | None = None
     recorded_at: datetime | None = None
+    #: For an attempt opened as dispatching: the sidecar's time when its outcome came in.
+    completed_at: datetime | None = None
 
     @property
     def latest_at(self) -> datetime:
@@ -151,7 +153,7 @@ class Attempt:
 
     def same_facts(self, other: Attempt) -> bool:
         """True when `other` reports the same attempt (when it was recorded aside)."""
-        return replace(other, recorded_at=self.recorded_at) == self
+        return replace(other, recorded_at=self.recorded_at, completed_at=self.completed_at) == self
 
     @property
     def succeeded(self) -> bool:

@@ -36,6 +36,7 @@ from reconciler.domain import (
     Intent,
     IntentConflict,
     Observation,
+    Outcome,
     Receipt,
     RefusedRetry,
     Resolution,
@@ -78,6 +79,10 @@ class Summary:
     inconsistent: bool = False
     #: An attempt got a 2xx response.
     succeeded: bool = False
+    #: The latest dispatch of an attempt still `dispatching` (opened, no outcome yet).
+    open_dispatch_at: datetime | None = None
+    #: The latest time the outcome of an attempt opened as dispatching reached the sidecar.
+    outcome_known_at: datetime | None = None
 
     # -- receipts: recorded ones and those read from response bodies ------------------------
     bound_receipt: bool = False
@@ -178,6 +183,10 @@ class Summary:
         self.inconsistent |= (attempt.idempotency_key != intent.idempotency_key
                               or attempt.request_hash != intent.request_hash)
         self.succeeded |= attempt.succeeded
+        if attempt.outcome is Outcome.DISPATCHING:
+            self.open_dispatch_at = _later(self.open_dispatch_at, dispatched_at(attempt, intent))
+        elif attempt.completed_at is not None:
+            self.outcome_known_at = _later(self.outcome_known_at, attempt.completed_at)
         if attempt.receipt is not None:
             self._receipt(attempt.receipt.provider_ref, attempt.receipt.request_hash)
 

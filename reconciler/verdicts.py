@@ -181,10 +181,29 @@ def is_conclusive_zero(obs: Observation, dispatched: datetime, contract: Provide
     return True
 
 
+def read_during_dispatch(obs: Observation, summary: Summary, contract: ProviderContract) -> bool:
+    """True when a read may have raced a request still on its way (beyond SPEC: `dispatching`
+    is this product's two-phase attempt, see `domain.Outcome`). A zero read then proves nothing,
+    whatever the probe's authority, since the provider may not have seen the request yet:
+
+        opened (dispatching)        outcome recorded
+           |==== a zero read here raced the request ====|---- zeros count (SPEC rules) ---->
+           |==== still open: for visibility_lag_s, as if every read lagged ====|---------->
+
+    An on-demand reconcile must not see less than the sweep, which leaves an open attempt
+    unprobed for `schedule.IN_FLIGHT_S`."""
+    seen = obs.earliest_at
+    if summary.outcome_known_at is not None and seen <= summary.outcome_known_at:
+        return True
+    return summary.open_dispatch_at is not None and seen < summary.open_dispatch_at + timedelta(
+        seconds=contract.visibility_lag_s)
+
+
 def _seen(summary: Summary, contract: ProviderContract) -> _Seen:
     # "Latest" is by observation time; equal times keep recorded order (the summary's fold).
     latest = summary.latest_proof
-    zero = latest is not None and is_conclusive_zero(latest, summary.latest_dispatch, contract)
+    zero = (latest is not None and is_conclusive_zero(latest, summary.latest_dispatch, contract)
+            and not read_during_dispatch(latest, summary, contract))
     return _Seen(
         refs=frozenset(summary.refs),
         hash_mismatch=summary.match_mismatch,

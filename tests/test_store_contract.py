@@ -123,9 +123,10 @@ def test_an_open_attempt_is_completed_once_with_its_outcome(store: Store) -> Non
     done = replace(attempt(1, 5, Outcome.RESPONSE, status=201), recorded_at=t(6))
     assert store.record_attempt(done) is True
     [completed] = store.facts(OP).attempts
-    # The outcome is the completion's; the dispatch times stay the opening's.
-    assert (completed.outcome, completed.status, completed.at, completed.recorded_at) == (
-        Outcome.RESPONSE, 201, t(1), t(1))
+    # The outcome is the completion's; the dispatch times stay the opening's, and the
+    # completion's own recording time is kept beside them.
+    assert (completed.outcome, completed.status, completed.at, completed.recorded_at,
+            completed.completed_at) == (Outcome.RESPONSE, 201, t(1), t(1), t(6))
     assert store.record_attempt(replace(completed, recorded_at=t(9))) is False
     with pytest.raises(AttemptConflictError):
         store.record_attempt(attempt(1, 5, Outcome.TIMEOUT))

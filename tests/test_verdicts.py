@@ -249,6 +249,27 @@ def test_rule6_not_compensable_needs_an_approval_after_the_dispatch() -> None:
     assert approved.retry_allowed
 
 
+# An attempt opened as dispatching (beyond SPEC: the two-phase attempt) -----------------------
+
+def test_a_zero_read_before_the_outcome_came_in_raced_the_request() -> None:
+    completed = replace(attempt(1, 1), recorded_at=t(1), completed_at=t(8))
+    d = judge(completed, probe(5, A))
+    assert d.verdict is Verdict.INDETERMINATE and Finding.ZERO_NOT_CONCLUSIVE in d.findings
+    assert judge(completed, probe(5, A), probe(9, A)).verdict is Verdict.VERIFIED_NOT_APPLIED
+
+
+def test_a_zero_while_the_attempt_is_open_waits_the_visibility_lag_whatever_its_authority() -> None:
+    opened = attempt(1, 1, Outcome.DISPATCHING)
+    d = judge(opened, probe(30.9, A))
+    assert d.verdict is Verdict.INDETERMINATE and Finding.ZERO_NOT_CONCLUSIVE in d.findings
+    assert judge(opened, probe(31, A)).verdict is Verdict.VERIFIED_NOT_APPLIED
+
+
+def test_a_match_read_during_the_dispatch_still_proves_the_effect() -> None:
+    opened = attempt(1, 1, Outcome.DISPATCHING)
+    assert judge(opened, probe(2, A, "ch_1")).verdict is Verdict.VERIFIED_APPLIED
+
+
 # Rule 7 -------------------------------------------------------------------------------------
 
 def test_rule7_timeout_without_evidence_is_indeterminate() -> None:

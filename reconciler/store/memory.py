@@ -140,7 +140,7 @@ class MemoryStore:
             if existing is None or completes(existing, attempt):
                 op.put_attempt(attempt if existing is None else replace(
                     existing, outcome=attempt.outcome, status=attempt.status,
-                    receipt=attempt.receipt))
+                    receipt=attempt.receipt, completed_at=attempt.recorded_at))
                 _due_from(op.state, due_at or attempt.at)
                 return True
         raise AttemptConflictError(

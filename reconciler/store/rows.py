@@ -56,7 +56,7 @@ def attempt_values(attempt: Attempt) -> dict[str, Any]:
         "at": attempt.at, "outcome": attempt.outcome.value, "status": attempt.status,
         "receipt_ref": attempt.receipt.provider_ref if attempt.receipt else None,
         "receipt_hash": attempt.receipt.request_hash if attempt.receipt else None,
-        "recorded_at": attempt.recorded_at}
+        "recorded_at": attempt.recorded_at, "completed_at": attempt.completed_at}
 
 
 def attempt_of(row: AttemptRow) -> Attempt:
@@ -65,7 +65,7 @@ def attempt_of(row: AttemptRow) -> Attempt:
         request_hash=row.request_hash, at=row.at, outcome=Outcome(row.outcome),
         status=row.status,
         receipt=Match(row.receipt_ref, row.receipt_hash) if row.receipt_ref is not None else None,
-        recorded_at=row.recorded_at)
+        recorded_at=row.recorded_at, completed_at=row.completed_at)
 
 
 #: Every evidence column a kind may leave empty: each row names them all, so that every kind

@@ -181,7 +181,8 @@ class SqlStore:
                     col(AttemptRow.outcome) == Outcome.DISPATCHING.value).values(
                     outcome=attempt.outcome.value, status=attempt.status,
                     receipt_ref=attempt.receipt.provider_ref if attempt.receipt else None,
-                    receipt_hash=attempt.receipt.request_hash if attempt.receipt else None))
+                    receipt_hash=attempt.receipt.request_hash if attempt.receipt else None,
+                    completed_at=attempt.recorded_at))
                 if int(done.rowcount) == 1:
                     s.execute(DUE_ON_DISPATCH, due)
                     return True

@@ -70,6 +70,8 @@ class AttemptRow(SQLModel, table=True):
     receipt_hash: str | None = Field(default=None, max_length=80)
     #: The sidecar's clock when it recorded the attempt; `at` is the time the client claims.
     recorded_at: datetime | None = _at(nullable=True)
+    #: The sidecar's clock when the outcome of an attempt opened as dispatching came in.
+    completed_at: datetime | None = _at(nullable=True)
 
 
 class EvidenceRow(SQLModel, table=True):
