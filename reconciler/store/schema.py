@@ -20,7 +20,7 @@ from reconciler.ports import Journal, Leases, Store
 from reconciler.store.journal import SqlJournal
 from reconciler.store.leases import SqlLeases
 from reconciler.store.memory import MemoryStore
-from reconciler.store.sql import SqlStore
+from reconciler.store.sql import READING_OPTION, SqlStore
 
 DEFAULT_URL = "sqlite:///reconciler.db"
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
@@ -59,11 +59,15 @@ def make_engine(url: str) -> Engine:
     @event.listens_for(engine, "begin")
     def _begin(conn: Any) -> None:
         # Straight to the driver: through SQLAlchemy's statement machinery this one constant
-        # statement cost a third of recording an intent's CPU.
+        # statement cost a third of recording an intent's CPU. A read transaction (the
+        # store's READING option) begins deferred: under WAL it reads a snapshot and takes no
+        # lock, so reads neither wait for the writer nor make it wait (a deferred transaction
+        # that wrote could fail to upgrade its lock: only reads are begun so).
+        begin = "BEGIN" if conn.get_execution_options().get(READING_OPTION) else "BEGIN IMMEDIATE"
         try:
-            conn.connection.driver_connection.execute("BEGIN IMMEDIATE")
+            conn.connection.driver_connection.execute(begin)
         except sqlite3.OperationalError as exc:  # locked for longer than the busy timeout
-            raise OperationalError("BEGIN IMMEDIATE", None, exc) from exc
+            raise OperationalError(begin, None, exc) from exc
 
     return engine
 
