@@ -23,6 +23,7 @@ from sqlalchemy import Connection, Engine, Executable
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from reconciler.errors import StoreUnavailableError
+from reconciler.store.driver import DriverStatements
 
 #: One step of a write: a statement and its parameters, or a function that runs its own
 #: statements on the transaction's connection (reads, and writes that depend on what they
@@ -56,6 +57,7 @@ class GroupCommitter:
         self._lock = threading.Lock()
         self._queue: list[_Pending] = []
         self._leading = False
+        self._driver = DriverStatements(engine.dialect)
 
     def commit(self, write: Write) -> None:
         """Run `write` in a transaction; return once that transaction is durably committed, or
@@ -117,12 +119,8 @@ class GroupCommitter:
     def _transaction(self, writes: list[Write]) -> None:
         with self.engine.begin() as conn:
             for write in writes:
-                _execute(conn, write)
-
-
-def _execute(conn: Connection, write: Write) -> None:
-    for step in write:
-        if callable(step):
-            step(conn)
-        else:
-            conn.execute(*step)
+                for step in write:
+                    if callable(step):
+                        step(conn)
+                    else:
+                        self._driver.execute(conn, *step)

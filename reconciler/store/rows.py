@@ -41,7 +41,8 @@ def intent_values(intent: Intent) -> dict[str, Any]:
 def state_values(intent: Intent, verdict: Verdict, next_action: str) -> dict[str, Any]:
     """The state row an intent is born with, holding its first decision."""
     return {"operation_id": intent.operation_id, "verdict": verdict.value,
-            "next_action": next_action, "updated_at": intent.at}
+            "next_action": next_action, "updated_at": intent.at, "escalated": False,
+            "probe_count": 0}
 
 
 def intent_of(row: IntentRow | Row[Any]) -> Intent:
