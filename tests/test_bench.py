@@ -14,7 +14,7 @@ import pytest
 # bench/ is run from the repository root and is not installed with the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import intents, over_http, peers, reconcile, replicas, scale
+from bench import claims, intents, over_http, peers, reconcile, replicas, scale
 from bench.__main__ import BENCHMARKS, summary
 from bench.harness import Benchmark, Context, Outcome
 
@@ -64,6 +64,14 @@ def test_scale_compares_lookups_on_two_store_sizes_and_samples_memory_while_swee
     outcome = run_tiny(scale.run, tmp_path)
     assert_measured(outcome, 2)
     assert any("RSS" in figure for figure in outcome.figures)
+
+
+@pytest.mark.skipif(pg_unreachable() is not None, reason=pg_unreachable() or "reachable")
+def test_claims_compare_the_sweep_claim_on_two_store_sizes_on_sqlite_and_postgresql(
+        tmp_path: Path) -> None:
+    outcome = run_tiny(claims.run, tmp_path)
+    assert_measured(outcome, 4)
+    assert {f.split(" ")[0] for f in outcome.figures} == {"SQLite", "PostgreSQL"}
 
 
 @pytest.mark.skipif(pg_unreachable() is not None, reason=pg_unreachable() or "reachable")
