@@ -8,7 +8,9 @@ itself (the SQL and each parameter's type processing, as `Connection.execute` wo
 them), and run on the driver's cursor of the transaction's connection: the transaction, its
 BEGIN and its commit (and every check hooked on them, schema.make_engine) stay SQLAlchemy's.
 A driver error is raised as SQLAlchemy's (IntegrityError, OperationalError, ...), and a
-connection the driver reports lost is invalidated, as `Connection.execute` would.
+connection the driver reports lost is invalidated, as `Connection.execute` would. The engine's
+`before_cursor_execute` and `after_cursor_execute` listeners are called as for any statement,
+with no execution context (None).
 
 A statement this cannot run as SQLAlchemy would (Python-side column defaults to fill, or a
 dialect whose parameters are neither positional nor named) goes through `Connection.execute`.
@@ -68,8 +70,12 @@ class DriverStatements:
         assert raw is not None
         args = prepared.parameters(params)
         cursor = raw.cursor()
+        # The engine's cursor events still hear of the statement (what counts statements and
+        # writes, bench.sqlcount, keeps counting them), with no execution context.
+        conn.dispatch.before_cursor_execute(conn, cursor, prepared.sql, args, None, False)
         try:
             cursor.execute(prepared.sql, args)
+            conn.dispatch.after_cursor_execute(conn, cursor, prepared.sql, args, None, False)
         except self.dialect.loaded_dbapi.Error as exc:
             if self.dialect.is_disconnect(exc, raw, cursor):
                 conn.invalidate(exc)
