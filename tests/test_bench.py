@@ -121,5 +121,5 @@ def test_the_summary_lists_every_ratio_and_every_failure() -> None:
     assert "fast: 2.00x (target >= 1.5x) met" in text
     assert "slow: 2.00x (target <= 1.5x) MISSED" in text
     assert "broken" in text and "1 of 2 targets met" in text
-    assert set(BENCHMARKS) == {"intents", "http", "reconcile", "scale", "replicas",
+    assert set(BENCHMARKS) == {"intents", "http", "reconcile", "scale", "claims", "replicas",
                                "peers"}
