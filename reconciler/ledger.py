@@ -8,6 +8,8 @@ the facts they were decided from.
 
     record_* ─▶ Store ──┐
     judge ─────▶ Store.decide(evaluate, then due_after) ──────────▶ Judgement
+    record_attempt ─▶ Store.record_attempt_and_decide (one transaction) ─▶ Judgement
+    judge_retry ────▶ Leases.grant_retry (decision + retry lease, one transaction)
     conclude ──▶ Leases.conclude(evaluate, then next_round) ──────▶ Judgements, claimed intents
 """
 
