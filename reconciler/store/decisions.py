@@ -12,13 +12,15 @@ decision that records a fact or grants a lease with it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Row, Table, bindparam, select, update
+from sqlalchemy.orm import Session
 
-from reconciler.domain import Facts, ProviderContract
+from reconciler.domain import Attempt, Evidence, Facts, ProviderContract
 from reconciler.errors import UnknownOperationError
 from reconciler.ports import Decided, Rule
 from reconciler.store import rows
@@ -49,15 +51,39 @@ CACHE = (update(_STATE).where(_STATE.c.operation_id == bindparam("op"))
 Contracts = Callable[[Connection, str], ProviderContract]
 
 
+#: The attempts and evidence of the operations "ids" (a sweep's batch, a retention batch).
+ATTEMPTS_OF = (select(_ATTEMPT).where(_ATTEMPT.c.operation_id.in_(bindparam("ids", expanding=True)))
+               .order_by(_ATTEMPT.c.operation_id, _ATTEMPT.c.number))
+EVIDENCE_OF = (select(_EVIDENCE)
+               .where(_EVIDENCE.c.operation_id.in_(bindparam("ids", expanding=True)))
+               .order_by(_EVIDENCE.c.id))
+
+
+def unknown(operation_id: str) -> UnknownOperationError:
+    return UnknownOperationError(
+        f"no intent is recorded for operation {operation_id!r}; record the intent before its "
+        "attempts and evidence", operation_id=operation_id)
+
+
 def head(conn: Connection, operation_id: str, *, locked: bool = False) -> Row[Any]:
     """The intent row with its cached verdict, action and escalation; UnknownOperationError
     when no intent is recorded."""
     row = conn.execute(HEAD_LOCKED if locked else HEAD, {"op": operation_id}).first()
     if row is None:
-        raise UnknownOperationError(
-            f"no intent is recorded for operation {operation_id!r}; record the intent "
-            "before its attempts and evidence", operation_id=operation_id)
+        raise unknown(operation_id)
     return row
+
+
+def recorded(s: Session | Connection, ids: Sequence[str]
+             ) -> tuple[dict[str, list[Attempt]], dict[str, list[Evidence]]]:
+    """Every attempt and piece of evidence of the operations `ids`, each in recorded order."""
+    attempts: dict[str, list[Attempt]] = defaultdict(list)
+    for row in s.execute(ATTEMPTS_OF, {"ids": ids}):
+        attempts[row.operation_id].append(rows.attempt_of(row))
+    evidence: dict[str, list[Evidence]] = defaultdict(list)
+    for row in s.execute(EVIDENCE_OF, {"ids": ids}):
+        evidence[row.operation_id].append(rows.evidence_of(row))
+    return attempts, evidence
 
 
 def facts_of(conn: Connection, row: Row[Any]) -> Facts:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -44,7 +43,6 @@ from reconciler.errors import (
     AttemptConflictError,
     IntentConflictError,
     StoreUnavailableError,
-    UnknownOperationError,
 )
 from reconciler.ports import (
     FIRST_DECISION,
@@ -94,27 +92,6 @@ DUE_ON_DISPATCH = (update(_STATE)
                           _STATE.c.verdict == Verdict.INDETERMINATE.value,
                           _STATE.c.escalated.is_(False))
                    .values(due_at=bindparam("at")))
-# The attempts and evidence of the operations "ids" (one, or a sweep's batch).
-ATTEMPTS_OF = (select(AttemptRow)
-               .where(col(AttemptRow.operation_id).in_(bindparam("ids", expanding=True)))
-               .order_by(col(AttemptRow.operation_id), col(AttemptRow.number)))
-EVIDENCE_OF = (select(EvidenceRow)
-               .where(col(EvidenceRow.operation_id).in_(bindparam("ids", expanding=True)))
-               .order_by(col(EvidenceRow.id)))
-
-
-def recorded(s: Session, ids: Sequence[str]) -> tuple[dict[str, list[Attempt]],
-                                                   dict[str, list[Evidence]]]:
-    """Every attempt and piece of evidence of the operations `ids`, each in recorded order."""
-    attempts: dict[str, list[Attempt]] = defaultdict(list)
-    for attempt in s.exec(ATTEMPTS_OF, params={"ids": ids}):
-        attempts[attempt.operation_id].append(rows.attempt_of(attempt))
-    evidence: dict[str, list[Evidence]] = defaultdict(list)
-    for row in s.exec(EVIDENCE_OF, params={"ids": ids}):
-        evidence[row.operation_id].append(rows.evidence_of(row))
-    return attempts, evidence
-
-
 class SqlStore:
     """The store on one SQLAlchemy engine. Thread-safe: each call has its own transaction, and
     facts recorded at the same time by several threads share one commit (`GroupCommitter`)."""
@@ -332,7 +309,7 @@ class SqlStore:
                 return [], None
             intents = {i.operation_id: rows.intent_of(i) for i in s.exec(
                 select(IntentRow).where(col(IntentRow.operation_id).in_(ids)))}
-            attempts, evidence = recorded(s, ids)
+            attempts, evidence = decisions.recorded(s, ids)
             removed = [facts for facts in (
                 Facts(intents[op], tuple(attempts[op]), tuple(evidence[op])) for op in ids)
                 if keep_unless(facts, self.contract_in(s, facts.intent.provider), now)]
@@ -389,9 +366,7 @@ class SqlStore:
     def _require(s: Session, operation_id: str) -> IntentRow:
         intent = s.get(IntentRow, operation_id)
         if intent is None:
-            raise UnknownOperationError(
-                f"no intent is recorded for operation {operation_id!r}; record the intent "
-                "before its attempts and evidence", operation_id=operation_id)
+            raise decisions.unknown(operation_id)
         return intent
 
 
