@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from bench import console, history, intents, over_http, peers, reconcile, replicas, scale
+from bench import claims, console, history, intents, over_http, peers, reconcile, replicas, scale
 from bench.harness import Benchmark, Context, Outcome, progress
 from bench.machine import describe
 from bench.report import plot, write_results
@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     over_http.NAME: over_http.run,
     reconcile.NAME: reconcile.run,
     scale.NAME: scale.run,
+    claims.NAME: claims.run,
     console.NAME: console.run,
     replicas.NAME: replicas.run,
     peers.NAME: peers.run,

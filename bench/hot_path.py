@@ -413,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Access logging is off, as in the test harness: uvicorn's `info` level would write a
         # line per request, which measures the terminal, not the service.
         app = create_app(Settings(db=url, sweep_interval_s=0))
-        stack.callback(app.state.runtime.store.engine.dispose)
+        stack.callback(app.state.wiring.store.engine.dispose)
         server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning"))
         base = stack.enter_context(in_thread(server, bind("127.0.0.1", 0)))
         client = stack.enter_context(ReconcilerClient(base))

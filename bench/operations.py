@@ -31,8 +31,9 @@ from reconciler.domain import (
     Verdict,
 )
 from reconciler.ledger import Ledger, utcnow
+from reconciler.ports import FIRST_DECISION
 from reconciler.schedule import due_after
-from reconciler.store.rows import evidence_values
+from reconciler.store.rows import evidence_values, intent_values, state_values
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, StateRow
 from reconciler.summary import summarize
 from reconciler.verdicts import evaluate
@@ -99,6 +100,20 @@ class Seeder:
                     Match(f"ch_{op}", REQUEST_HASH)),
             Observation(op, read_at, "lookup", Authority.AUTHORITATIVE,
                         (Match(f"ch_{op}", REQUEST_HASH),))))
+
+    def undispatched(self, ids: Sequence[str]) -> None:
+        """Intents recorded an hour ago and never dispatched (no attempt): indeterminate, with
+        nothing due, as a store keeps an intent whose worker died before sending."""
+        intent_at = self.at - timedelta(hours=1)
+        verdict, action = FIRST_DECISION
+        for start in range(0, len(ids), CHUNK):
+            chunk = ids[start:start + CHUNK]
+            with self.engine.begin() as conn:
+                conn.execute(insert(table_of(IntentRow)), [intent_values(
+                    intent_of(op, intent_at)) for op in chunk])
+                conn.execute(insert(table_of(StateRow)), [
+                    {**state_values(intent_of(op, intent_at), verdict, action),
+                     "due_at": None} for op in chunk])
 
     def _insert(self, ids: Sequence[str], intent_at: datetime, facts_of: Any) -> None:
         # The cached verdict is what the engine decides for such an operation, so that

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from reconciler.domain import Attempt, Outcome, RefusedRetry, Verdict
+from reconciler.domain import Attempt, Decision, Facts, Outcome, RefusedRetry, Verdict
 from reconciler.errors import RetryNotGrantedError
 from reconciler.ledger import Ledger, Recorded
 from reconciler.ports import Leases
@@ -74,10 +74,23 @@ class RetryGate:
 
     def ask(self, request: RetryRequest) -> GateAnswer:
         now = self.ledger.clock()
-        judgement = self.ledger.judge(request.operation_id, now)
+        key = (request.idempotency_key, request.request_hash)
+
+        def grantable(facts: Facts, decision: Decision) -> int | None:
+            # The attempt a grant allows, when this caller may be granted one: SPEC rule 6
+            # allows a retry and the caller resends the intent's own key and hash.
+            if not decision.retry_allowed or key != (facts.intent.idempotency_key,
+                                                     facts.intent.request_hash):
+                return None
+            return max((a.number for a in facts.attempts), default=0) + 1
+
+        # The judgement and the lease in one transaction: a grant is never given on a verdict
+        # that evidence recorded in between has changed.
+        judgement, expires = self.ledger.judge_retry(
+            self.leases, request.operation_id, request.holder, grantable, now,
+            self.lease_ttl_s)
         intent = judgement.facts.intent
-        if (request.idempotency_key, request.request_hash) != (intent.idempotency_key,
-                                                                intent.request_hash):
+        if key != (intent.idempotency_key, intent.request_hash):
             judgement = self.ledger.record_evidence(RefusedRetry(
                 request.operation_id, now, request.request_hash, request.idempotency_key,
                 request.holder))
@@ -91,13 +104,11 @@ class RetryGate:
             return GateAnswer(GateResult.REFUSED, decision.verdict,
                               f"retry not allowed: verdict {decision.verdict.value}, next action "
                               f"{decision.next_action}", decision.findings)
-        number = max((a.number for a in judgement.facts.attempts), default=0) + 1
-        expires = self.leases.acquire_retry(request.operation_id, request.holder, now,
-                                            self.lease_ttl_s, number)
         if expires is None:
             return GateAnswer(GateResult.IN_PROGRESS, decision.verdict,
                               "another caller holds the retry lease for this operation",
                               decision.findings)
+        number = grantable(judgement.facts, decision)
         return GateAnswer(GateResult.GRANTED, decision.verdict,
                           f"granted to {request.holder} for attempt {number}: record it (as "
                           "dispatching, with this holder) and dispatch once, with the same key "

@@ -10,7 +10,9 @@ and the SQL store folds from the rows it read.
 
     record_* ─▶ Store ──┐
     judge ─────▶ Store.decide(decide, then due_after) ────────────▶ Judgement
-    conclude ──▶ Leases.conclude(decide, then next_round) ────────▶ Judgements, claimed intents
+    record_attempt ─▶ Store.record_attempt_and_decide (one transaction) ─▶ Judgement
+    judge_retry ────▶ Leases.grant_retry (decision + retry lease, one transaction)
+    conclude ──▶ Leases.conclude(decide, then next_round) ──────▶ Judgements, claimed intents
 """
 
 from __future__ import annotations
@@ -32,7 +34,16 @@ from reconciler.domain import (
     Snapshot,
 )
 from reconciler.errors import AttemptConflictError, FactTimeError, UnknownOperationError
-from reconciler.ports import FIRST_DECISION, Delivery, Leases, Round, Scheduled, Store
+from reconciler.ports import (
+    FIRST_DECISION,
+    Decided,
+    Delivery,
+    Grantable,
+    Leases,
+    Round,
+    Scheduled,
+    Store,
+)
 from reconciler.retention import SETTLED, removable
 from reconciler.schedule import SweepPolicy, due_after, due_on_dispatch, next_round
 from reconciler.summary import Summary
@@ -149,9 +160,12 @@ class Ledger:
         when the number exists with other facts. `stamped`: the time is the ledger's, not the
         caller's, so a resend that differs from the recorded attempt only in its time is the
         same attempt."""
-        attempt = replace(attempt, recorded_at=self.clock())
+        at = self.clock()
+        attempt = replace(attempt, recorded_at=at)
         try:
-            created = self.store.record_attempt(attempt, due_at=due_on_dispatch(attempt))
+            # The attempt and the decision it leads to, in one transaction.
+            created, decided = self.store.record_attempt_and_decide(
+                attempt, _decided, at, due_at=due_on_dispatch(attempt))
         except AttemptConflictError:
             if not stamped:
                 raise
@@ -160,8 +174,8 @@ class Ledger:
                     }.get(attempt.number)
             if same is None or not same.same_facts(replace(attempt, at=same.at)):
                 raise
-            created = False
-        return Recorded(created, self.judge(attempt.operation_id))
+            return Recorded(False, self.judge(attempt.operation_id))
+        return Recorded(created, self._judged(decided, at))
 
     def record_evidence(self, evidence: Evidence) -> Judgement:
         evidence = self._stamped(evidence)
@@ -201,7 +215,19 @@ class Ledger:
     def judge(self, operation_id: str, now: datetime | None = None) -> Judgement:
         """Decide the verdict from everything recorded, and cache it in the store."""
         at = now or self.clock()
-        decided = self.store.decide(operation_id, _decided, at)
+        return self._judged(self.store.decide(operation_id, _decided, at), at)
+
+    def judge_retry(self, leases: Leases, operation_id: str, holder: str,
+                    grantable: Grantable, now: datetime, ttl_s: float
+                    ) -> tuple[Judgement, datetime | None]:
+        """Judge the operation and, when `grantable` gives an attempt number for that
+        judgement, grant `holder` the retry lease for it (unless another caller holds it), in
+        one transaction. The judgement, and the lease's expiry (None: not granted)."""
+        decided, expires = leases.grant_retry(operation_id, holder, _decided, grantable, now,
+                                              ttl_s)
+        return self._judged(decided, now), expires
+
+    def _judged(self, decided: Decided, at: datetime) -> Judgement:
         return self._told(Judgement(decided.snapshot, decided.decision, at, decided.escalated,
                                     decided.changed))
 

@@ -56,6 +56,12 @@ class Scheduled:
 Rule = Callable[[Summary, ProviderContract, datetime], Scheduled]
 
 
+#: The attempt number a retry grant would allow, given the operation's facts and the decision
+#: drawn from them; None when no grant may be given (the gate's check, run in the store's
+#: transaction: it must not touch the store).
+Grantable = Callable[[Facts, Decision], int | None]
+
+
 #: Whether a settled operation may be removed (retention.removable); runs in the store's
 #: transaction and must not touch the store.
 Removable = Callable[[Facts, ProviderContract, datetime], bool]
@@ -176,6 +182,12 @@ class Store(Protocol):
         operation is due from `due_at` (default: the attempt's time) unless due earlier."""
         ...
 
+    def record_attempt_and_decide(self, attempt: Attempt, rule: Rule, now: datetime, *,
+                                  due_at: datetime | None = None) -> tuple[bool, Decided]:
+        """`record_attempt`, then `decide`, in one transaction when the attempt is new: what
+        record_attempt answers, and what decide answers."""
+        ...
+
     def record_evidence(self, evidence: Evidence) -> None:
         """Append one piece of evidence (never changed or removed); UnknownOperationError
         without an intent."""
@@ -281,6 +293,13 @@ class Leases(Protocol):
     def retry_grant(self, operation_id: str, now: datetime) -> tuple[str, int | None] | None:
         """The holder of the operation's unexpired retry lease and the attempt number it
         allows; None when no lease runs."""
+        ...
+
+    def grant_retry(self, operation_id: str, holder: str, rule: Rule, grantable: Grantable,
+                    now: datetime, ttl_s: float) -> tuple[Decided, datetime | None]:
+        """In one transaction: decide as `Store.decide` does; then, when `grantable` gives an
+        attempt number for that decision, `acquire_retry` for it. What decide answers, and
+        the lease's expiry (None: not granted, or another caller holds the lease)."""
         ...
 
 

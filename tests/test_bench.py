@@ -14,7 +14,7 @@ import pytest
 # bench/ is run from the repository root and is not installed with the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import console, history, intents, over_http, peers, reconcile, replicas, scale
+from bench import claims, console, history, intents, over_http, peers, reconcile, replicas, scale
 from bench.__main__ import BENCHMARKS, summary
 from bench.harness import Benchmark, Context, Outcome
 
@@ -76,6 +76,14 @@ def test_scale_compares_lookups_on_two_store_sizes_and_samples_memory_while_swee
 
 
 @pytest.mark.skipif(pg_unreachable() is not None, reason=pg_unreachable() or "reachable")
+def test_claims_compare_the_sweep_claim_on_two_store_sizes_on_sqlite_and_postgresql(
+        tmp_path: Path) -> None:
+    outcome = run_tiny(claims.run, tmp_path)
+    assert_measured(outcome, 4)
+    assert {f.split(" ")[0] for f in outcome.figures} == {"SQLite", "PostgreSQL"}
+
+
+@pytest.mark.skipif(pg_unreachable() is not None, reason=pg_unreachable() or "reachable")
 def test_replicas_are_compared_on_postgresql_without_double_probes(tmp_path: Path) -> None:
     outcome = run_tiny(replicas.run, tmp_path)
     assert_measured(outcome, 2)
@@ -129,5 +137,5 @@ def test_the_summary_lists_every_ratio_and_every_failure() -> None:
     assert "fast: 2.00x (target >= 1.5x) met" in text
     assert "slow: 2.00x (target <= 1.5x) MISSED" in text
     assert "broken" in text and "1 of 2 targets met" in text
-    assert set(BENCHMARKS) == {"intents", "http", "reconcile", "scale", "replicas", "console",
-                               "peers", "history"}
+    assert set(BENCHMARKS) == {"intents", "http", "reconcile", "scale", "claims", "replicas",
+                               "console", "peers", "history"}

@@ -11,6 +11,7 @@ import pytest
 
 from reconciler.domain import (
     Authority,
+    Decision,
     Effect,
     Evidence,
     Facts,
@@ -27,7 +28,7 @@ from reconciler.ports import ERROR_CHARS, Delivery, Leases, Round, Scheduled, St
 from reconciler.store.memory import MemoryStore
 from reconciler.store.schema import leases_of, open_store
 from reconciler.store.sql import SqlStore
-from reconciler.summary import Summary
+from reconciler.summary import Summary, summarize
 from reconciler.verdicts import decide
 
 from builders import CONTRACT, H0, K0, OP, T0, attempt, intent, probe, receipt, resolution, t
@@ -446,6 +447,41 @@ def test_a_retry_grant_names_its_holder_and_attempt_until_it_lapses(
     leases.acquire_retry(OP, "w1", t(2), 30, 2)
     assert leases.retry_grant(OP, t(10)) == ("w1", 2)
     assert leases.retry_grant(OP, t(33)) is None  # lapsed
+
+
+def test_a_retry_grant_is_given_with_the_decision_it_was_given_on(
+        store: Store, leases: Leases) -> None:
+    dispatched(store, OP)
+    seen: list[tuple[int, str]] = []
+
+    def refuse(facts: Facts, decision: Decision) -> int | None:
+        seen.append((len(facts.attempts), decision.verdict.value))
+        return None
+
+    decided_then, expires = leases.grant_retry(OP, "w1", decided, refuse, t(2), 30)
+    assert expires is None and leases.retry_grant(OP, t(3)) is None  # nothing granted
+    assert seen == [(1, decided_then.decision.verdict.value)]
+    _, expires = leases.grant_retry(OP, "w1", decided, lambda f, d: 2, t(4), 30)
+    assert expires == t(34) and leases.retry_grant(OP, t(5)) == ("w1", 2)
+    _, taken = leases.grant_retry(OP, "w2", decided, lambda f, d: 2, t(6), 30)
+    assert taken is None and leases.retry_grant(OP, t(7)) == ("w1", 2)  # one holder
+
+
+def test_an_attempt_is_recorded_with_the_decision_it_leads_to(store: Store) -> None:
+    store.put_contract(CONTRACT)
+    store.record_intent(intent())
+    created, decided_now = store.record_attempt_and_decide(attempt(1, 1), decided, t(2))
+    assert created is True
+    assert [a.number for a in decided_now.facts.attempts] == [1]
+    assert decided_now.decision == decide(summarize(store.facts(OP)), CONTRACT, t(2))
+    again, decided_again = store.record_attempt_and_decide(attempt(1, 1), decided, t(3))
+    assert again is False and decided_again.changed is False
+    with pytest.raises(AttemptConflictError):
+        store.record_attempt_and_decide(attempt(1, 1, Outcome.RESPONSE, status=200), decided,
+                                        t(4))
+    with pytest.raises(UnknownOperationError):
+        store.record_attempt_and_decide(replace(attempt(1, 1), operation_id="nope"), decided,
+                                        t(5))
 
 
 def test_the_memory_twin_and_a_database_agree_on_a_whole_replay(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ from reconciler.service.credentials import (
     read_file,
 )
 from reconciler.service.credentials import from_env as credentials_from_env
-from reconciler.store.schema import DEFAULT_URL
+from reconciler.store.schema import DEFAULT_POOL_SIZE, DEFAULT_URL
 
 ENV_PREFIX = "RECONCILER_"
 TOKEN_ENV = ENV_PREFIX + "TOKEN"
@@ -66,6 +66,9 @@ class Settings(BaseModel):
     host: str = Field("127.0.0.1", min_length=1)
     port: int = Field(8765, ge=0, le=65535, description="0: any free port")
     db: str = Field(DEFAULT_URL, min_length=1, description="SQLAlchemy URL of the store")
+    db_pool_size: int = Field(DEFAULT_POOL_SIZE, ge=1, le=1000, description="store connections "
+                              "kept open, opened at start (the request threads and the sweep "
+                              "share them)")
     token: SecretStr | None = None
     sweep_interval_s: float = Field(5.0, ge=0, description="0: probe only on demand")
     probe_concurrency: int = Field(DEFAULT_POLICY.concurrency, ge=1, le=256)

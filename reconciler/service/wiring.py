@@ -79,7 +79,8 @@ def count_transition(judgement: Judgement) -> None:
 
 def build_wiring(settings: Settings, ledger: Ledger | None,
                  probes_for: ProbeLookup | None) -> Wiring:
-    ledger = ledger or Ledger(open_store(settings.db))
+    ledger = ledger or Ledger(open_store(settings.db, pool_size=settings.db_pool_size,
+                                          warm=True))
     # Every door a verdict changes by (routes, the gate, the sweep, agent runs) is the ledger's.
     ledger.on_transition = ledger.on_transition or count_transition
     store = timed_calls(ledger.store)

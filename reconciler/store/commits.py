@@ -15,7 +15,7 @@ answered before the transaction holding their rows is committed; a caller whose 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,9 +23,16 @@ from sqlalchemy import Connection, Engine, Executable
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from reconciler.errors import StoreUnavailableError
+from reconciler.store.driver import DriverStatements
 
-#: One caller's write: statements and their parameters, run in this order.
-Write = Sequence[tuple[Executable, dict[str, Any]]]
+#: One step of a write: a statement and its parameters, or a function that runs its own
+#: statements on the transaction's connection (reads, and writes that depend on what they
+#: read: a decision cached with the fact it was drawn from). A function may run more than once
+#: (when another caller's rows fail the batch, each caller's write runs again alone), so what
+#: it hands back it must hand back from its last run.
+Step = tuple[Executable, dict[str, Any]] | Callable[[Connection], object]
+#: One caller's write: its steps, run in this order.
+Write = Sequence[Step]
 
 #: Errors that say the store itself failed, not one caller's rows: everyone in the batch gets
 #: them (retrying each caller alone would only fail again, once per caller).
@@ -50,6 +57,7 @@ class GroupCommitter:
         self._lock = threading.Lock()
         self._queue: list[_Pending] = []
         self._leading = False
+        self._driver = DriverStatements(engine.dialect)
 
     def commit(self, write: Write) -> None:
         """Run `write` in a transaction; return once that transaction is durably committed, or
@@ -111,9 +119,8 @@ class GroupCommitter:
     def _transaction(self, writes: list[Write]) -> None:
         with self.engine.begin() as conn:
             for write in writes:
-                _execute(conn, write)
-
-
-def _execute(conn: Connection, write: Write) -> None:
-    for statement, params in write:
-        conn.execute(statement, params)
+                for step in write:
+                    if callable(step):
+                        step(conn)
+                    else:
+                        self._driver.execute(conn, *step)

@@ -19,15 +19,40 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, func, or_, update
+import sqlalchemy
+from sqlalchemy import ColumnElement, Connection, Table, bindparam, case, func, or_, update
 from sqlmodel import Session, col, select
 
 from reconciler.domain import Intent
-from reconciler.ports import Conclusion, Round, RoundRule
+from reconciler.ports import Conclusion, Decided, Grantable, Round, RoundRule, Rule
 from reconciler.store import rows
+from reconciler.store.decisions import decide_in
 from reconciler.store.rounds import conclude
 from reconciler.store.sql import SqlStore
 from reconciler.store.tables import IntentRow, StateRow
+
+_STATE: Table = StateRow.__table__  # type: ignore[attr-defined]
+# Built once: the retry lease is asked for on every retry check.
+_TAKE_RETRY = (update(_STATE)
+               .where(_STATE.c.operation_id == bindparam("op"),
+                      or_(_STATE.c.retry_lease_expires_at.is_(None),
+                          _STATE.c.retry_lease_expires_at < bindparam("now"),
+                          _STATE.c.retry_holder == bindparam("holder")))
+               .values(retry_holder=bindparam("holder"),
+                       retry_lease_expires_at=bindparam("expires"),
+                       retry_attempt=bindparam("number")))
+_RETRY_GRANT = (sqlalchemy.select(_STATE.c.retry_holder, _STATE.c.retry_attempt)
+                .where(_STATE.c.operation_id == bindparam("op"),
+                       _STATE.c.retry_holder.is_not(None),
+                       _STATE.c.retry_lease_expires_at >= bindparam("now")))
+
+
+def _take_retry(conn: Connection, operation_id: str, holder: str, now: datetime,
+                expires: datetime, number: int | None) -> bool:
+    """The retry lease to `holder` for attempt `number`, unless another's runs: taken?"""
+    result = conn.execute(_TAKE_RETRY, {"op": operation_id, "now": now, "holder": holder,
+                                        "expires": expires, "number": number})
+    return int(result.rowcount) == 1
 
 
 def _free(expires: Any, now: datetime) -> ColumnElement[bool]:
@@ -105,19 +130,34 @@ class SqlLeases:
         """Grant the retry lease to `holder`, for attempt number `attempt`; its expiry, or None
         when another caller holds it. Asking again as the same holder renews the same lease."""
         expires = now + timedelta(seconds=ttl_s)
-        won = self._conditional_set(
-            operation_id, now, StateRow.retry_lease_expires_at, StateRow.retry_holder, holder,
-            retry_holder=holder, retry_lease_expires_at=expires, retry_attempt=attempt)
-        return expires if won else None
+        won: list[bool] = []
+        self.store.commit([lambda conn: won.append(
+            _take_retry(conn, operation_id, holder, now, expires, attempt))])
+        return expires if won[-1] else None
+
+    def grant_retry(self, operation_id: str, holder: str, rule: Rule, grantable: Grantable,
+                    now: datetime, ttl_s: float) -> tuple[Decided, datetime | None]:
+        """Decide, and grant the lease when the decision allows it, in one transaction (shared
+        with other writers' commits): the verdict the grant was given on is the one cached
+        with it, and the check pays one commit instead of two."""
+        expires = now + timedelta(seconds=ttl_s)
+        answer: list[tuple[Decided, datetime | None]] = []
+
+        def ask(conn: Connection) -> None:
+            decided = decide_in(conn, self.store.contract_in, operation_id, rule, now)[0]
+            number = grantable(decided.facts, decided.decision)
+            won = number is not None and _take_retry(conn, operation_id, holder, now, expires,
+                                                     number)
+            answer[:] = [(decided, expires if won else None)]
+
+        self.store.commit([ask])
+        return answer[0]
 
     def retry_grant(self, operation_id: str, now: datetime) -> tuple[str, int | None] | None:
         """The holder of the operation's unexpired retry lease and the attempt it allows."""
-        query = select(StateRow.retry_holder, StateRow.retry_attempt).where(
-            col(StateRow.operation_id) == operation_id, col(StateRow.retry_holder).is_not(None),
-            col(StateRow.retry_lease_expires_at) >= now)
-        with self.store.session() as s:
-            row = s.exec(query).first()
-        return None if row is None or row[0] is None else (row[0], row[1])
+        with self.store.reading() as conn:
+            row = conn.execute(_RETRY_GRANT, {"op": operation_id, "now": now}).first()
+        return None if row is None else (row.retry_holder, row.retry_attempt)
 
     def _conditional_set(self, operation_id: str, now: datetime, expires: Any,
                          holder_column: Any, holder: str, **values: object) -> bool:

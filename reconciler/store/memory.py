@@ -39,6 +39,7 @@ from reconciler.ports import (
     Conclusion,
     Decided,
     Delivery,
+    Grantable,
     OperationSummary,
     Removable,
     Round,
@@ -106,7 +107,8 @@ class MemoryStore:
     """A `Store` and its `Leases` in one object: `Ledger(store)`, `RetryGate(ledger, store)`."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Reentrant: the one-transaction calls are the single calls, under the same lock.
+        self._lock = threading.RLock()
         self._operations: dict[str, _Operation] = {}
         self._contracts: dict[str, ProviderContract] = {}
         self._deliveries: dict[tuple[str, str], datetime] = {}
@@ -147,6 +149,12 @@ class MemoryStore:
             f"attempt {attempt.number} of {attempt.operation_id!r} is already recorded with "
             "other facts; record the next attempt with the next number",
             operation_id=attempt.operation_id)
+
+    def record_attempt_and_decide(self, attempt: Attempt, rule: Rule, now: datetime, *,
+                                  due_at: datetime | None = None) -> tuple[bool, Decided]:
+        with self._lock:
+            return (self.record_attempt(attempt, due_at=due_at),
+                    self.decide(attempt.operation_id, rule, now))
 
     def record_evidence(self, evidence: Evidence) -> None:
         with self._lock:
@@ -287,6 +295,14 @@ class MemoryStore:
             op.state.retry_holder, op.state.retry_lease_expires_at = holder, expires
             op.state.retry_attempt = attempt
             return expires
+
+    def grant_retry(self, operation_id: str, holder: str, rule: Rule, grantable: Grantable,
+                    now: datetime, ttl_s: float) -> tuple[Decided, datetime | None]:
+        with self._lock:
+            decided = self.decide(operation_id, rule, now)
+            number = grantable(decided.facts, decided.decision)
+            return decided, None if number is None else self.acquire_retry(
+                operation_id, holder, now, ttl_s, number)
 
     def retry_grant(self, operation_id: str, now: datetime) -> tuple[str, int | None] | None:
         with self._lock:

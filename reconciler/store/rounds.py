@@ -21,7 +21,8 @@ from sqlmodel import Session
 from reconciler.domain import Facts, Snapshot
 from reconciler.ports import Conclusion, Round, RoundRule, Scheduled
 from reconciler.store import rows
-from reconciler.store.sql import INSERT_EVIDENCE, SqlStore, recorded
+from reconciler.store.decisions import recorded
+from reconciler.store.sql import INSERT_EVIDENCE, SqlStore
 from reconciler.store.tables import StateRow
 from reconciler.summary import summarize
 

@@ -1,9 +1,12 @@
-"""Translation between domain facts and table rows, both ways. Nothing else."""
+"""Translation between domain facts and table rows (ORM rows or Core rows of the same
+columns), both ways. Nothing else."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from sqlalchemy import Row
 
 from reconciler.domain import (
     Approval,
@@ -38,10 +41,11 @@ def intent_values(intent: Intent) -> dict[str, Any]:
 def state_values(intent: Intent, verdict: Verdict, next_action: str) -> dict[str, Any]:
     """The state row an intent is born with, holding its first decision."""
     return {"operation_id": intent.operation_id, "verdict": verdict.value,
-            "next_action": next_action, "updated_at": intent.at}
+            "next_action": next_action, "updated_at": intent.at, "escalated": False,
+            "probe_count": 0}
 
 
-def intent_of(row: IntentRow) -> Intent:
+def intent_of(row: IntentRow | Row[Any]) -> Intent:
     return Intent(
         operation_id=row.operation_id, request_hash=row.request_hash,
         idempotency_key=row.idempotency_key, provider=row.provider, action=row.action,
@@ -59,7 +63,7 @@ def attempt_values(attempt: Attempt) -> dict[str, Any]:
         "recorded_at": attempt.recorded_at, "completed_at": attempt.completed_at}
 
 
-def attempt_of(row: AttemptRow) -> Attempt:
+def attempt_of(row: AttemptRow | Row[Any]) -> Attempt:
     return Attempt(
         operation_id=row.operation_id, number=row.number, idempotency_key=row.idempotency_key,
         request_hash=row.request_hash, at=row.at, outcome=Outcome(row.outcome),
@@ -107,7 +111,7 @@ def _evidence_columns(evidence: Evidence) -> dict[str, Any]:
     raise TypeError(f"not evidence: {evidence!r}")
 
 
-def evidence_of(row: EvidenceRow) -> Evidence:
+def evidence_of(row: EvidenceRow | Row[Any]) -> Evidence:
     op, at = row.operation_id, row.at
     match row.kind:
         case "receipt":
@@ -138,7 +142,7 @@ def provider_row(contract: ProviderContract) -> ProviderRow:
         compensable=contract.compensable)
 
 
-def contract_of(row: ProviderRow) -> ProviderContract:
+def contract_of(row: ProviderRow | Row[Any]) -> ProviderContract:
     return ProviderContract(
         name=row.name, idempotency_keys=row.idempotency_keys,
         key_retention_s=row.key_retention_s, visibility_lag_s=row.visibility_lag_s,

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+import sqlalchemy
 from sqlalchemy import (
     ColumnElement,
+    Connection,
     Engine,
     Insert,
     Table,
@@ -35,7 +36,6 @@ from reconciler.domain import (
     IntentConflict,
     Outcome,
     ProviderContract,
-    Snapshot,
     Verdict,
     completes,
 )
@@ -43,7 +43,6 @@ from reconciler.errors import (
     AttemptConflictError,
     IntentConflictError,
     StoreUnavailableError,
-    UnknownOperationError,
 )
 from reconciler.ports import (
     FIRST_DECISION,
@@ -55,8 +54,9 @@ from reconciler.ports import (
     Waiting,
 )
 from reconciler.retention import SETTLED
-from reconciler.store import rows
-from reconciler.store.commits import GroupCommitter, Write
+from reconciler.store import decisions, rows
+from reconciler.store.commits import GroupCommitter, Step, Write
+from reconciler.store.decisions import decide_in
 from reconciler.store.tables import (
     AttemptRow,
     EvidenceRow,
@@ -65,7 +65,6 @@ from reconciler.store.tables import (
     StateRow,
     WebhookDeliveryRow,
 )
-from reconciler.summary import summarize
 
 
 def _insert(model: Any) -> Insert:
@@ -81,6 +80,11 @@ INSERT_ATTEMPT = _insert(AttemptRow)
 INSERT_EVIDENCE = _insert(EvidenceRow)
 INSERT_DELIVERY = _insert(WebhookDeliveryRow)
 _STATE: Table = StateRow.__table__  # type: ignore[attr-defined]
+_PROVIDER: Table = ProviderRow.__table__  # type: ignore[attr-defined]
+PROVIDER = sqlalchemy.select(_PROVIDER).where(_PROVIDER.c.name == bindparam("name"))
+#: The execution option of read transactions (schema.make_engine begins them deferred).
+READING_OPTION = "reconciler_reading"
+READING = {READING_OPTION: True}
 #: A dispatch makes an undecided operation due (`Store.record_attempt`), unless due earlier.
 DUE_ON_DISPATCH = (update(_STATE)
                    .where(_STATE.c.operation_id == bindparam("op"),
@@ -88,45 +92,34 @@ DUE_ON_DISPATCH = (update(_STATE)
                           _STATE.c.verdict == Verdict.INDETERMINATE.value,
                           _STATE.c.escalated.is_(False))
                    .values(due_at=bindparam("at")))
-# The attempts and evidence of the operations "ids" (one, or a sweep's batch).
-ATTEMPTS_OF = (select(AttemptRow)
-               .where(col(AttemptRow.operation_id).in_(bindparam("ids", expanding=True)))
-               .order_by(col(AttemptRow.operation_id), col(AttemptRow.number)))
-EVIDENCE_OF = (select(EvidenceRow)
-               .where(col(EvidenceRow.operation_id).in_(bindparam("ids", expanding=True)))
-               .order_by(col(EvidenceRow.id)))
-
-
-def recorded(s: Session, ids: Sequence[str]) -> tuple[dict[str, list[Attempt]],
-                                                   dict[str, list[Evidence]]]:
-    """Every attempt and piece of evidence of the operations `ids`, each in recorded order."""
-    attempts: dict[str, list[Attempt]] = defaultdict(list)
-    for attempt in s.exec(ATTEMPTS_OF, params={"ids": ids}):
-        attempts[attempt.operation_id].append(rows.attempt_of(attempt))
-    evidence: dict[str, list[Evidence]] = defaultdict(list)
-    for row in s.exec(EVIDENCE_OF, params={"ids": ids}):
-        evidence[row.operation_id].append(rows.evidence_of(row))
-    return attempts, evidence
-
-
 class SqlStore:
     """The store on one SQLAlchemy engine. Thread-safe: each call has its own transaction, and
     facts recorded at the same time by several threads share one commit (`GroupCommitter`)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # Read transactions take no write lock: on SQLite a deferred BEGIN under WAL, where
+        # readers and the writer never wait on each other (schema.make_engine).
+        self._reader = engine.execution_options(**READING)
         self._contracts: dict[str, ProviderContract] = {}
         self._committer = GroupCommitter(engine)
 
     @contextmanager
-    def session(self) -> Iterator[Session]:
-        """One transaction; a store that cannot be reached is a StoreUnavailableError."""
-        with _reachable(), Session(self.engine, expire_on_commit=False) as session, \
-                session.begin():
+    def session(self, *, read: bool = False) -> Iterator[Session]:
+        """One transaction (`read`: one that writes nothing); a store that cannot be reached
+        is a StoreUnavailableError."""
+        with _reachable(), Session(self._reader if read else self.engine,
+                                   expire_on_commit=False) as session, session.begin():
             yield session
 
-    def _commit(self, write: Write) -> None:
-        """Insert rows durably, in a transaction shared with other threads' inserts."""
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """A read transaction on a Core connection (no ORM session)."""
+        with _reachable(), self._reader.begin() as conn:
+            yield conn
+
+    def commit(self, write: Write) -> None:
+        """Run `write` durably, in a transaction shared with other threads' writes."""
         with _reachable():
             self._committer.commit(write)
 
@@ -135,7 +128,7 @@ class SqlStore:
         # first decisions racing cannot both insert it. Until the first decision, nothing is
         # known: indeterminate.
         try:
-            self._commit([(INSERT_INTENT, rows.intent_values(intent)),
+            self.commit([(INSERT_INTENT, rows.intent_values(intent)),
                           (INSERT_STATE, rows.state_values(intent, *FIRST_DECISION))])
             return True
         except IntegrityError:
@@ -155,14 +148,42 @@ class SqlStore:
             "operation needs a new operation id", operation_id=intent.operation_id)
 
     def record_attempt(self, attempt: Attempt, *, due_at: datetime | None = None) -> bool:
+        return self._attempt(attempt, due_at, None)[0]
+
+    def record_attempt_and_decide(self, attempt: Attempt, rule: Rule, now: datetime, *,
+                                  due_at: datetime | None = None) -> tuple[bool, Decided]:
+        created, decided = self._attempt(attempt, due_at, (rule, now))
+        assert decided is not None
+        return created, decided
+
+    def _attempt(self, attempt: Attempt, due_at: datetime | None,
+                 deciding: tuple[Rule, datetime] | None) -> tuple[bool, Decided | None]:
+        """Record the attempt and, with `deciding`, decide in the same transaction."""
         due = {"op": attempt.operation_id, "at": due_at or attempt.at}
+        write: list[Step] = [(INSERT_ATTEMPT, rows.attempt_values(attempt)),
+                             (DUE_ON_DISPATCH, due)]
+        decided: list[Decided] = []
+        if deciding is not None:
+            rule, now = deciding
+
+            def decide(conn: Connection) -> None:
+                decided[:] = [decide_in(conn, self.contract_in, attempt.operation_id, rule,
+                                        now)[0]]
+
+            write.append(decide)
         try:
-            self._commit([(INSERT_ATTEMPT, rows.attempt_values(attempt)), (DUE_ON_DISPATCH, due)])
-            return True
+            self.commit(write)
+            return True, decided[0] if decided else None
         except IntegrityError as exc:
             # No such operation, or the number is taken (a repeat, a conflict, a race lost to
-            # another first recording): read back to tell which.
-            refused = exc
+            # another first recording): read back to tell which, off the hot path.
+            created = self._settle_attempt(attempt, due, exc)
+        return created, self.decide(attempt.operation_id, *deciding) if deciding else None
+
+    def _settle_attempt(self, attempt: Attempt, due: dict[str, Any],
+                        refused: IntegrityError) -> bool:
+        """After the attempt's insert was refused: False for an identical repeat, True for
+        the completion of an open attempt (recorded here), AttemptConflictError otherwise."""
         with self.session() as s:
             self._require(s, attempt.operation_id)
             existing = s.exec(select(AttemptRow).where(
@@ -193,22 +214,22 @@ class SqlStore:
 
     def record_evidence(self, evidence: Evidence) -> None:
         try:
-            self._commit([(INSERT_EVIDENCE, rows.evidence_values(evidence))])
+            self.commit([(INSERT_EVIDENCE, rows.evidence_values(evidence))])
         except IntegrityError:
             with self.session() as s:
                 self._require(s, evidence.operation_id)
             raise
 
     def facts(self, operation_id: str) -> Facts:
-        with self.session() as s:
-            return self._facts(s, operation_id)
+        with self.reading() as conn:
+            return decisions.facts_of(conn, decisions.head(conn, operation_id))
 
     def contract(self, provider: str) -> ProviderContract:
         cached = self._contracts.get(provider)
         if cached is not None:
             return cached
-        with self.session() as s:
-            return self.contract_in(s, provider)
+        with self.reading() as conn:
+            return self.contract_in(conn, provider)
 
     def put_contract(self, contract: ProviderContract) -> None:
         with self.session() as s:
@@ -220,34 +241,30 @@ class SqlStore:
         transaction: the cached verdict is always the one the facts it was drawn from give.
 
         Only a change is written: a verdict read again (every GET, every gate question) must not
-        cost a durable write, and `updated_at` keeps saying when the verdict last changed.
+        cost a durable write, and `updated_at` keeps saying when the verdict last changed. So
+        it is decided first in a read transaction, and only a change is decided again, from
+        what is recorded then, in a write transaction (shared with other writers' commits).
         """
-        with self.session() as s:
-            facts = self._facts(s, operation_id)
-            scheduled = rule(summarize(facts), self.contract_in(s, facts.intent.provider), now)
-            decision = scheduled.decision
-            state = s.get(StateRow, operation_id)
-            assert state is not None  # born with the intent (record_intent)
-            verdict, action = decision.verdict.value, decision.next_action
-            changed = state.verdict != verdict
-            if (state.verdict, state.next_action) != (verdict, action):
-                state.verdict, state.next_action, state.updated_at = verdict, action, now
-                state.due_at = None if state.escalated else scheduled.due_at
-            return Decided(Snapshot.of(facts), decision, state.escalated, changed)
+        with self.reading() as conn:
+            decided, stale = decisions.decide_in(conn, self.contract_in, operation_id, rule,
+                                                 now, write=False)
+        if not stale:
+            return decided
+        again: list[Decided] = []
 
-    def _facts(self, s: Session, operation_id: str) -> Facts:
-        intent = self._require(s, operation_id)
-        attempts, evidence = recorded(s, [operation_id])
-        return Facts(rows.intent_of(intent), tuple(attempts[operation_id]),
-                     tuple(evidence[operation_id]))
+        def decide(conn: Connection) -> None:
+            again[:] = [decisions.decide_in(conn, self.contract_in, operation_id, rule, now)[0]]
 
-    def contract_in(self, s: Session, provider: str) -> ProviderContract:
+        self.commit([decide])
+        return again[0]
+
+    def contract_in(self, s: Session | Connection, provider: str) -> ProviderContract:
         """The provider's contract, read in the transaction `s` when it is not cached."""
         # Contracts come from configuration and change only through put_contract, so every
         # verdict need not pay a round trip for one.
         cached = self._contracts.get(provider)
         if cached is None:
-            row = s.get(ProviderRow, provider)
+            row = s.execute(PROVIDER, {"name": provider}).first()
             cached = rows.contract_of(row) if row else ProviderContract(name=provider)
             self._contracts[provider] = cached
         return cached
@@ -281,7 +298,7 @@ class SqlStore:
         if after is not None:
             query = query.where(cursor > after)
         query = query.order_by(cursor).limit(limit)
-        with self.session() as s:
+        with self.session(read=True) as s:
             return [_summary(i, st) for i, st in s.exec(query).all()]
 
     def remove_settled(self, before: datetime, now: datetime, keep_unless: Removable, *,
@@ -299,7 +316,7 @@ class SqlStore:
                 return [], None
             intents = {i.operation_id: rows.intent_of(i) for i in s.exec(
                 select(IntentRow).where(col(IntentRow.operation_id).in_(ids)))}
-            attempts, evidence = recorded(s, ids)
+            attempts, evidence = decisions.recorded(s, ids)
             removed = [facts for facts in (
                 Facts(intents[op], tuple(attempts[op]), tuple(evidence[op])) for op in ids)
                 if keep_unless(facts, self.contract_in(s, facts.intent.provider), now)]
@@ -313,7 +330,7 @@ class SqlStore:
         reason = case(*[(_holds(needs), r.value) for r, needs in RULES])
         query = (select(reason, func.count(), func.min(StateRow.updated_at))
                  .where(_any_reason(frozenset(Reason))).group_by(reason).order_by(reason))
-        with self.session() as s:
+        with self.session(read=True) as s:
             # min() keeps its argument's type: the times come back as UTC-aware datetimes.
             return [Waiting(r, n, oldest) for r, n, oldest in s.execute(query).all()]
 
@@ -322,7 +339,7 @@ class SqlStore:
         if verdict is not None:
             query = query.join(StateRow, col(StateRow.operation_id) == col(
                 IntentRow.operation_id)).where(StateRow.verdict == verdict)
-        with self.session() as s:
+        with self.session(read=True) as s:
             return set(s.exec(query).all())
 
     def record_delivery(self, delivery: Delivery, evidence: Evidence | None) -> bool:
@@ -347,7 +364,7 @@ class SqlStore:
 
     def ready(self) -> None:
         try:
-            with self.session() as s:
+            with self.session(read=True) as s:
                 s.exec(select(IntentRow.operation_id).limit(1)).first()
         except SQLAlchemyError as exc:  # a foreign database: no table of ours
             raise StoreUnavailableError(f"receipt store not ready: {exc}") from exc
@@ -356,9 +373,7 @@ class SqlStore:
     def _require(s: Session, operation_id: str) -> IntentRow:
         intent = s.get(IntentRow, operation_id)
         if intent is None:
-            raise UnknownOperationError(
-                f"no intent is recorded for operation {operation_id!r}; record the intent "
-                "before its attempts and evidence", operation_id=operation_id)
+            raise decisions.unknown(operation_id)
         return intent
 
 
