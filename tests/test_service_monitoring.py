@@ -50,7 +50,7 @@ def test_metrics_expose_every_metric_after_exercising_it(sidecar: Sidecar) -> No
         ("reconciler_probe_results_total", {"probe": "zero", "authority": "authoritative"}),
         ("reconciler_reconcile_lag_seconds", {}),
         ("reconciler_store_duration_seconds_count", {"method": "record_intent"}),
-        ("reconciler_store_duration_seconds_count", {"method": "acquire_retry"}),
+        ("reconciler_store_duration_seconds_count", {"method": "grant_retry"}),
     ]:
         assert samples.get((name, tuple(sorted(labels.items()))), 0) >= (
             0 if name == "reconciler_reconcile_lag_seconds" else 1), (name, labels)

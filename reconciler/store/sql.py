@@ -98,10 +98,20 @@ class SqlStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._contracts: dict[str, ProviderContract] = {}
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    @engine.setter
+    def engine(self, engine: Engine) -> None:
+        """Another engine (a failover; a test's outage) takes the readers and the committer
+        with it, so that no transaction goes on reaching the old one."""
+        self._engine = engine
         # Read transactions take no write lock: on SQLite a deferred BEGIN under WAL, where
         # readers and the writer never wait on each other (schema.make_engine).
         self._reader = engine.execution_options(**READING)
-        self._contracts: dict[str, ProviderContract] = {}
         self._committer = GroupCommitter(engine)
 
     @contextmanager
