@@ -52,5 +52,8 @@ def forkserver() -> Any:
     (Lib/multiprocessing/forkserver.py, `main` ignores `sys_path`), so this folder's modules
     would not import there; a forked worker then imports this small module itself."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["httpx", "reconciler.effect"])
+    # The forkserver is one per process and keeps the list it started with: the chaos runner's
+    # worker (tests/test_faults_worker_kill.py, maybe on the same xdist worker) is preloaded
+    # too, so that its workers fork warm if this test started the forkserver first.
+    context.set_forkserver_preload(["httpx", "reconciler.effect", "reconciler.chaos.worker"])
     return context
