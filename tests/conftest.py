@@ -24,7 +24,8 @@ pytest_plugins = ["reconciler.testing.pytest_plugin"]
 
 # Helpers that assert get their asserts rewritten like a test module's, so that a failure inside
 # them shows the values compared. This must run before they are first imported.
-pytest.register_assert_rewrite("probe_harness", "sandbox_harness", "sidecar_client")
+pytest.register_assert_rewrite("model_calls", "probe_harness", "sandbox_harness",
+                              "sidecar_client")
 
 from sidecar_client import Sidecar, running_sidecar  # noqa: E402
 

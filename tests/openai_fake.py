@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -130,26 +130,29 @@ def app(fake: FakeOpenAI) -> FastAPI:
                          "can find your API key at https://platform.openai.com/account/api-keys.")
         return body
 
-    def failure_or_none() -> Response | None:
-        if fake.failures:
-            failure = fake.failures.popleft()
-            return error(failure.status, f"fake failure {failure.status}",
-                         {"retry-after": failure.retry_after} if failure.retry_after else None)
-        return None
-
-    @api.post("/v1/chat/completions")
-    async def chat(request: Request) -> Response:
+    async def admitted(request: Request, invalid: Callable[[Any], str | None]) -> Response | Any:
+        """The request's body, or the answer the API (or a scripted failure) gives instead:
+        a wrong key, an invalid body, a held request, a queued failure, in that order."""
         body = await guarded(request)
         if isinstance(body, Response):
             return body
-        if problem := _invalid_chat(body):
+        if problem := invalid(body):
             return error(400, problem)
         if fake.hold_next:
             fake.hold_next = False
             await fake.held_open(request)
             return error(500, "held request released")
-        if (failed := failure_or_none()) is not None:
-            return failed
+        if fake.failures:
+            failure = fake.failures.popleft()
+            return error(failure.status, f"fake failure {failure.status}",
+                         {"retry-after": failure.retry_after} if failure.retry_after else None)
+        return body
+
+    @api.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        body = await admitted(request, _invalid_chat)
+        if isinstance(body, Response):
+            return body
         script = fake.next_script()
         if body.get("stream"):
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -159,17 +162,9 @@ def app(fake: FakeOpenAI) -> FastAPI:
 
     @api.post("/v1/responses")
     async def responses(request: Request) -> Response:
-        body = await guarded(request)
+        body = await admitted(request, _invalid_responses)
         if isinstance(body, Response):
             return body
-        if problem := _invalid_responses(body):
-            return error(400, problem)
-        if fake.hold_next:
-            fake.hold_next = False
-            await fake.held_open(request)
-            return error(500, "held request released")
-        if (failed := failure_or_none()) is not None:
-            return failed
         script = fake.next_script()
         if body.get("stream"):
             return fake.streamed(request, response_events(script, body["model"]),

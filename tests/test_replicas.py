@@ -60,7 +60,18 @@ max_attempts = 3
 {probes}""")
     with pg_schema() as url, ExitStack() as stack:
         env = {"RECONCILER_DB": url, "RECONCILER_CONFIG": str(config)}
-        yield [stack.enter_context(serving_process(env)).url for _ in range(2)]
+        # Started together, as a deploy starts replicas: the two interpreter start-ups overlap,
+        # and the migrations meet at the migration lock (tests/test_migrate_race.py).
+        replicas = [serving_process(env) for _ in range(2)]
+        with ThreadPoolExecutor(len(replicas)) as pool:
+            starts = [pool.submit(replica.__enter__) for replica in replicas]
+        failures = [start.exception() for start in starts if start.exception() is not None]
+        for replica, start in zip(replicas, starts, strict=True):
+            if start.exception() is None:
+                stack.push(replica)
+        if failures:
+            raise failures[0]  # the started one is stopped by the stack on the way out
+        yield [start.result().url for start in starts]
 
 
 def verified_not_applied(client: httpx.Client, url: str, op: str) -> None:

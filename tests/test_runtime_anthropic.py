@@ -6,8 +6,8 @@ import asyncio
 import json
 import logging
 import socket
-from collections.abc import Awaitable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import anthropic
 import pytest
@@ -16,28 +16,18 @@ from reconciler.runs.messages import (
     Delta,
     Message,
     ModelRequest,
-    ModelResponse,
     TextBlock,
     TextDelta,
     ToolResultBlock,
-    ToolSpec,
     ToolUseBlock,
     ToolUseDelta,
     Usage,
 )
 from reconciler.runtime.anthropic import AnthropicModel, MissingApiKeyError
-from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable
 from reconciler.runtime.models import ModelCallError, StreamingModel
 
 from anthropic_fake import KEY, FakeAnthropic, running_fake
-
-T = TypeVar("T")
-#: Generous: a bound so that a broken retry wait fails the test instead of hanging it.
-BOUND_S = 10.0
-
-PAY = ToolSpec("pay", "Charge a card.", {"type": "object",
-                                         "properties": {"amount": {"type": "integer"}}})
-HELLO = ModelRequest("", (Message("user", (TextBlock("hello"),)),), ())
+from model_calls import BOUND_S, HELLO, PAY, cancel_mid_stream, complete, run, stream
 
 
 @pytest.fixture
@@ -49,17 +39,6 @@ def fake() -> Iterator[FakeAnthropic]:
 def model_for(fake: FakeAnthropic, **options: Any) -> AnthropicModel:
     settings: dict[str, Any] = {"api_key": KEY, "backoff_s": 0.01, **options}
     return AnthropicModel(model="claude-test", base_url=fake.url, **settings)
-
-
-def run(awaitable: Awaitable[T]) -> T:
-    async def bounded() -> T:
-        return await asyncio.wait_for(awaitable, BOUND_S)
-    return asyncio.run(bounded())
-
-
-async def complete(model: AnthropicModel, request: ModelRequest = HELLO) -> ModelResponse:
-    async with model:
-        return await model.complete(request)
 
 
 def test_the_request_has_the_messages_api_headers_and_body(fake: FakeAnthropic) -> None:
@@ -215,12 +194,6 @@ def test_cancelling_the_call_closes_the_request_in_flight(fake: FakeAnthropic) -
     assert len(fake.requests) == 1  # cancelled, not retried
 
 
-async def stream(model: AnthropicModel, request: ModelRequest = HELLO,
-                 deltas: list[Delta] | None = None) -> ModelResponse:
-    async with model:
-        return await model.stream(request, (deltas if deltas is not None else []).append)
-
-
 def test_the_model_streams() -> None:
     assert isinstance(AnthropicModel(model="m", api_key=KEY), StreamingModel)
 
@@ -303,27 +276,7 @@ def test_cancelling_a_stream_closes_the_connection_and_raises_cancelled(
     fake.stall()
     fake.reply([{"type": "text", "text": "a long answer that never finishes"}])
 
-    async def cancel_mid_stream() -> None:
-        signal = CancelSignal()
-        deltas: list[Delta] = []
-        arrived = asyncio.Event()
-
-        def sink(delta: Delta) -> None:
-            deltas.append(delta)
-            arrived.set()
-
-        async with model_for(fake) as model:
-            call = asyncio.create_task(cancellable(model.stream(HELLO, sink), signal))
-            await asyncio.wait_for(arrived.wait(), BOUND_S)
-            assert deltas == [TextDelta(0, "a lo")]
-            signal.cancel("the user pressed stop")
-            with pytest.raises(Cancelled, match="the user pressed stop"):
-                await call
-            # Checked while the loop still runs: its shutdown would close the connection anyway.
-            assert await asyncio.to_thread(fake.disconnected.wait, BOUND_S), (
-                "the fake still streams to a cancelled call")
-
-    asyncio.run(cancel_mid_stream())
+    cancel_mid_stream(model_for(fake), fake.disconnected)
     assert len(fake.requests) == 1
 
 

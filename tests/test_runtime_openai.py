@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import httpx
 import openai
@@ -22,7 +22,6 @@ from reconciler.runs.messages import (
     TextBlock,
     TextDelta,
     ToolResultBlock,
-    ToolSpec,
     ToolUseBlock,
     ToolUseDelta,
     Usage,
@@ -33,17 +32,13 @@ from reconciler.runtime.openai import MissingOpenAIKeyError, OpenAIModel
 from reconciler.runtime.openai_chat import chat_response
 from reconciler.runtime.openai_wire import usage_of
 
+from model_calls import BOUND_S, HELLO, PAY, cancel_mid_stream, complete, run, stream
 from openai_fake import KEY, FakeOpenAI, running_fake
 from service_harness import serving_process
 
-T = TypeVar("T")
-BOUND_S = 10.0
 ROOT = Path(__file__).parent.parent
 APIS = ("chat", "responses")
 
-PAY = ToolSpec("pay", "Charge a card.", {"type": "object",
-                                         "properties": {"amount": {"type": "integer"}}})
-HELLO = ModelRequest("", (Message("user", (TextBlock("hello"),)),), ())
 CONVERSATION = ModelRequest("You pay bills.", (
     Message("user", (TextBlock("pay 5"),)),
     Message("assistant", (TextBlock("paying"), ToolUseBlock("call_1", "pay", {"amount": 5}))),
@@ -61,23 +56,6 @@ def model_for(fake: FakeOpenAI, api: str = "chat", **options: Any) -> OpenAIMode
     settings: dict[str, Any] = {"api_key": KEY, "backoff_s": 0.01, **options}
     return OpenAIModel(model="gpt-test", api="chat" if api == "chat" else "responses",
                        base_url=f"{fake.url}/v1", **settings)
-
-
-def run(awaitable: Awaitable[T]) -> T:
-    async def bounded() -> T:
-        return await asyncio.wait_for(awaitable, BOUND_S)
-    return asyncio.run(bounded())
-
-
-async def complete(model: OpenAIModel, request: ModelRequest = HELLO) -> ModelResponse:
-    async with model:
-        return await model.complete(request)
-
-
-async def stream(model: OpenAIModel, request: ModelRequest = HELLO,
-                 deltas: list[Delta] | None = None) -> ModelResponse:
-    async with model:
-        return await model.stream(request, (deltas if deltas is not None else []).append)
 
 
 def answer(model: OpenAIModel, streamed: bool, request: ModelRequest = HELLO) -> ModelResponse:
@@ -335,27 +313,7 @@ def test_cancelling_a_stream_closes_the_connection_and_raises_cancelled(
     fake.stall()
     fake.reply("a long answer that never finishes")
 
-    async def cancel_mid_stream() -> None:
-        signal = CancelSignal()
-        deltas: list[Delta] = []
-        arrived = asyncio.Event()
-
-        def sink(delta: Delta) -> None:
-            deltas.append(delta)
-            arrived.set()
-
-        async with model_for(fake, api) as model:
-            call = asyncio.create_task(cancellable(model.stream(HELLO, sink), signal))
-            await asyncio.wait_for(arrived.wait(), BOUND_S)
-            assert deltas == [TextDelta(0, "a lo")]
-            signal.cancel("the user pressed stop")
-            with pytest.raises(Cancelled, match="the user pressed stop"):
-                await call
-            # Checked while the loop still runs: its shutdown would close the connection anyway.
-            assert await asyncio.to_thread(fake.disconnected.wait, BOUND_S), (
-                "the fake still streams to a cancelled call")
-
-    asyncio.run(cancel_mid_stream())
+    cancel_mid_stream(model_for(fake, api), fake.disconnected)
     assert len(fake.requests) == 1
 
 

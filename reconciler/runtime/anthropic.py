@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import httpx
 
@@ -30,10 +29,10 @@ from reconciler.runs.messages import (
     tool_to_json,
 )
 from reconciler.runtime.model_http import (
+    HttpModel,
     JsonEventDecoder,
     ProviderHttp,
     StreamError,
-    error_type_of,
 )
 from reconciler.runtime.models import DeltaSink, StreamingModel
 
@@ -46,7 +45,7 @@ class MissingApiKeyError(ReconcilerError):
     """No API key: set the ANTHROPIC_API_KEY environment variable or pass api_key=."""
 
 
-class AnthropicModel(StreamingModel):
+class AnthropicModel(HttpModel, StreamingModel):
     """Completions from Anthropic's Messages API, whole or streamed.
 
     `max_retries` retries follow the first try; each waits `backoff_s` doubling, or what the
@@ -93,16 +92,6 @@ class AnthropicModel(StreamingModel):
                                        self.body(request, stream=True), _MessagesStream,
                                        on_delta)
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
-
 
 class _MessagesStream(JsonEventDecoder):
     """One streamed answer, accumulated into the Messages API's response JSON. Event types it
@@ -122,7 +111,7 @@ class _MessagesStream(JsonEventDecoder):
         if kind == "error":
             error = data.get("error")
             error = error if isinstance(error, dict) else {}
-            raise StreamError(error_type_of(error), str(error.get("message", "(no message)")))
+            raise StreamError.of(error)
         if kind == "message_start":
             self._usage = dict(data["message"]["usage"])
         elif kind == "content_block_start":

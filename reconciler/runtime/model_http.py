@@ -21,7 +21,8 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
-from typing import Any, Protocol
+from types import TracebackType
+from typing import Any, Protocol, Self
 
 import httpx
 from httpx_sse import ServerSentEvent, aconnect_sse
@@ -49,6 +50,11 @@ class StreamError(Exception):
         super().__init__(message)
         self.error_type = error_type
         self.message = message
+
+    @classmethod
+    def of(cls, error: dict[str, Any], names: tuple[str, ...] = ("type", "code")) -> StreamError:
+        """The failure an error object reports: its type (or code) and its message."""
+        return cls(error_type_of(error, names), str(error.get("message", "(no message)")))
 
 
 class StreamDecoder(Protocol):
@@ -93,6 +99,23 @@ class _Retryable(Exception):
         super().__init__(str(failure))
         self.failure = failure
         self.retry_after_s = retry_after_s
+
+
+class HttpModel:
+    """What a model over `ProviderHttp` shares: it is an async context manager, and leaving it
+    (or `aclose`) closes the HTTP client."""
+
+    _http: ProviderHttp
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
 
 
 class ProviderHttp:

@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 import httpx
 
 from reconciler.errors import ReconcilerError
 from reconciler.runs.messages import ModelRequest, ModelResponse
-from reconciler.runtime.model_http import ProviderHttp, StreamDecoder
+from reconciler.runtime.model_http import HttpModel, ProviderHttp, StreamDecoder
 from reconciler.runtime.models import DeltaSink, StreamingModel
 from reconciler.runtime.openai_chat import ChatStream, chat_body, chat_response
 from reconciler.runtime.openai_responses import (
@@ -56,7 +55,7 @@ class MissingOpenAIKeyError(ReconcilerError):
     that checks no key, such as Ollama or vLLM, accepts any non-empty value)."""
 
 
-class OpenAIModel(StreamingModel):
+class OpenAIModel(HttpModel, StreamingModel):
     """Completions from an OpenAI-compatible API: `api="chat"` (Chat Completions, the widest
     supported) or `api="responses"` (the Responses API, sent stateless with store=false: every
     call carries the whole conversation, as with the Messages API).
@@ -115,13 +114,3 @@ class OpenAIModel(StreamingModel):
                                                 else ResponsesStream)
         return await self._http.stream(self._url, self._headers,
                                        self.body(request, stream=True), decoder, on_delta)
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()

@@ -28,13 +28,12 @@ from reconciler.runs.messages import (
     ToolUseDelta,
     Usage,
 )
-from reconciler.runtime.model_http import JsonEventDecoder, StreamError, error_type_of
+from reconciler.runtime.model_http import JsonEventDecoder, StreamError
 from reconciler.runtime.openai_wire import (
     arguments_of,
+    reported_usage,
     result_text,
     string_of,
-    unreported_usage,
-    usage_of,
 )
 
 #: Chat Completions' finish_reason as the runtime's stop_reason (others pass through).
@@ -100,10 +99,7 @@ def _stop_reason(finish: Any) -> str:
 
 
 def _chat_usage(usage: Any) -> Usage:
-    if usage is None:
-        return unreported_usage()
-    return usage_of(usage["prompt_tokens"], usage["completion_tokens"],
-                  usage.get("prompt_tokens_details"))
+    return reported_usage(usage, "prompt_tokens", "completion_tokens")
 
 
 class ChatStream(JsonEventDecoder):
@@ -128,8 +124,7 @@ class ChatStream(JsonEventDecoder):
 
     def read(self, event: str, data: dict[str, Any]) -> list[Delta]:
         if isinstance(data.get("error"), dict):  # what the SDK raises on, whatever the event
-            raise StreamError(error_type_of(data["error"]),
-                              str(data["error"].get("message", "(no message)")))
+            raise StreamError.of(data["error"])
         if data.get("usage") is not None:
             self._usage = data["usage"]
         deltas: list[Delta] = []

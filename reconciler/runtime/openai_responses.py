@@ -24,15 +24,13 @@ from reconciler.runs.messages import (
     ToolResultBlock,
     ToolUseBlock,
     ToolUseDelta,
-    Usage,
 )
-from reconciler.runtime.model_http import JsonEventDecoder, StreamError, error_type_of
+from reconciler.runtime.model_http import JsonEventDecoder, StreamError
 from reconciler.runtime.openai_wire import (
     arguments_of,
+    reported_usage,
     result_text,
     string_of,
-    unreported_usage,
-    usage_of,
 )
 
 
@@ -68,7 +66,7 @@ def responses_response(data: Any) -> ModelResponse:
     try:
         if data.get("status") == "failed":
             error = data.get("error") or {}
-            raise StreamError(error_type_of(error), str(error.get("message", "(no message)")))
+            raise StreamError.of(error)
         blocks: list[Block] = []
         for item in data["output"]:
             if item["type"] == "message":
@@ -81,7 +79,7 @@ def responses_response(data: Any) -> ModelResponse:
                                            string_of(item["name"], "function_call.name"),
                                            arguments_of(item.get("arguments"))))
         return ModelResponse(tuple(blocks), _responses_stop(data, blocks),
-                             _responses_usage(data.get("usage")))
+                             reported_usage(data.get("usage"), "input_tokens", "output_tokens"))
     except (KeyError, TypeError, AttributeError) as exc:
         raise ModelWireError(f"response: a field is missing or malformed "
                              f"({type(exc).__name__}: {exc})") from None
@@ -94,13 +92,6 @@ def _responses_stop(data: dict[str, Any], blocks: list[Block]) -> str:
         reason = (data.get("incomplete_details") or {}).get("reason")
         return "max_tokens" if reason == "max_output_tokens" else str(reason or "incomplete")
     return "end_turn"
-
-
-def _responses_usage(usage: Any) -> Usage:
-    if usage is None:
-        return unreported_usage()
-    return usage_of(usage["input_tokens"], usage["output_tokens"],
-                  usage.get("input_tokens_details"))
 
 
 class ResponsesStream(JsonEventDecoder):
@@ -117,11 +108,9 @@ class ResponsesStream(JsonEventDecoder):
     def read(self, event: str, data: dict[str, Any]) -> list[Delta]:
         kind = data.get("type", event)
         if kind == "error":  # its `type` is "error": the code says which
-            raise StreamError(error_type_of(data, ("code",)),
-                              str(data.get("message", "(no message)")))
+            raise StreamError.of(data, ("code",))
         if kind == "response.failed":
-            error = data["response"].get("error") or {}
-            raise StreamError(error_type_of(error), str(error.get("message", "(no message)")))
+            raise StreamError.of(data["response"].get("error") or {})
         if kind in ("response.completed", "response.incomplete"):
             self._final = data["response"]
             self.done = True

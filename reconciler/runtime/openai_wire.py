@@ -34,10 +34,16 @@ def usage_of(prompt: Any, completion: Any, details: Any) -> Usage:
     return Usage(prompt - cached - written, completion, written, cached)
 
 
-def unreported_usage() -> Usage:
-    # Chat Completions' usage is optional (some compatible servers send none when streaming).
-    log.warning("the model API reported no token usage: token budgets cannot count this call")
-    return Usage()
+def reported_usage(usage: Any, input_field: str, output_field: str) -> Usage:
+    """An answer's usage object (None: not reported) as the four counts, by the API's names for
+    the input and output counts; the input's details are `<input name>_details`."""
+    if usage is None:
+        # Chat Completions' usage is optional (some compatible servers send none when
+        # streaming).
+        log.warning("the model API reported no token usage: token budgets cannot count this "
+                    "call")
+        return Usage()
+    return usage_of(usage[input_field], usage[output_field], usage.get(f"{input_field}_details"))
 
 
 def arguments_of(arguments: Any) -> dict[str, Any]:

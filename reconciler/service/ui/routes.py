@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -210,18 +211,20 @@ def operation_page(request: Request, id: str, done: str | None = None) -> Respon
                    timeline=timeline_svg(facts, contract, judgement.at))
 
 
-def _operation_evidence(wiring: Wiring, op_id: str, action: str, operator: str,
-                        note: str) -> Resolution | Approval:
-    at = wiring.ledger.clock()
-    if action == "approve_retry":
-        return Approval(op_id, at, operator, note)
-    verdict = (Verdict.VERIFIED_APPLIED if action == "resolve_applied"
-               else Verdict.VERIFIED_NOT_APPLIED)
-    return Resolution(op_id, at, verdict, operator, note)
+@dataclass(frozen=True)
+class _OperationDecision:
+    """A decision form on an operation, checked: its id, action, note and the evidence that
+    confirming it records."""
+
+    op_id: str
+    action: str
+    note: str
+    evidence: Resolution | Approval
 
 
-@router.post("/operation/decide")
-async def operation_decide(request: Request) -> Response:
+async def _operation_decision(request: Request) -> _OperationDecision | Response:
+    """The decision a POSTed operation form asks for, or the answer that refuses it: one
+    reading for the step that previews it and the step that records it."""
     checked = await _checked_form(request)
     if isinstance(checked, Response):
         return checked
@@ -230,15 +233,29 @@ async def operation_decide(request: Request) -> Response:
     if action not in OPERATION_ACTIONS:
         return _render(request, "message.html", 422, title="Unknown decision",
                        message=f"choose one of: {', '.join(OPERATION_ACTIONS)}")
-    wiring = _wiring(request)
+    at = _wiring(request).ledger.clock()
+    evidence: Resolution | Approval
+    if action == "approve_retry":
+        evidence = Approval(op_id, at, operator, note)
+    else:
+        evidence = Resolution(op_id, at, Verdict.VERIFIED_APPLIED if action == "resolve_applied"
+                              else Verdict.VERIFIED_NOT_APPLIED, operator, note)
+    return _OperationDecision(op_id, action, note, evidence)
+
+
+@router.post("/operation/decide")
+async def operation_decide(request: Request) -> Response:
+    decision = await _operation_decision(request)
+    if isinstance(decision, Response):
+        return decision
     try:
-        preview = wiring.ledger.preview(op_id, _operation_evidence(wiring, op_id, action,
-                                                                   operator, note))
+        preview = _wiring(request).ledger.preview(decision.op_id, decision.evidence)
     except ReconcilerError as exc:
         return _render(request, "message.html", 404, title="No such operation",
                        message=str(exc))
-    return _render(request, "confirm.html", target="operation", id=op_id, action=action,
-                   label=OPERATION_ACTIONS[action], note=note, next=_next_for(preview))
+    return _render(request, "confirm.html", target="operation", id=decision.op_id,
+                   action=decision.action, label=OPERATION_ACTIONS[decision.action],
+                   note=decision.note, next=_next_for(preview))
 
 
 def _next_for(decision: Any) -> str:
@@ -251,21 +268,15 @@ def _next_for(decision: Any) -> str:
 
 @router.post("/operation/confirm")
 async def operation_confirm(request: Request) -> Response:
-    checked = await _checked_form(request)
-    if isinstance(checked, Response):
-        return checked
-    operator, form = checked
-    op_id, action, note = form.get("id", ""), form.get("action", ""), form.get("note", "")
-    if action not in OPERATION_ACTIONS:
-        return _render(request, "message.html", 422, title="Unknown decision",
-                       message=f"choose one of: {', '.join(OPERATION_ACTIONS)}")
-    wiring = _wiring(request)
+    decision = await _operation_decision(request)
+    if isinstance(decision, Response):
+        return decision
     try:
-        wiring.ledger.record_evidence(_operation_evidence(wiring, op_id, action, operator,
-                                                          note))
+        _wiring(request).ledger.record_evidence(decision.evidence)
     except ReconcilerError as exc:
         return _render(request, "message.html", 404, title="Not recorded", message=str(exc))
-    return RedirectResponse(f"/ui/operation?id={_q(op_id)}&done={action}", status_code=303)
+    return RedirectResponse(f"/ui/operation?id={_q(decision.op_id)}&done={decision.action}",
+                            status_code=303)
 
 
 @router.get("/runs")
