@@ -65,7 +65,8 @@ max_attempts = 3
         replicas = [serving_process(env) for _ in range(2)]
         with ThreadPoolExecutor(len(replicas)) as pool:
             starts = [pool.submit(replica.__enter__) for replica in replicas]
-        failures = [start.exception() for start in starts if start.exception() is not None]
+        failures = [error for error in (start.exception() for start in starts)
+                    if error is not None]
         for replica, start in zip(replicas, starts, strict=True):
             if start.exception() is None:
                 stack.push(replica)
