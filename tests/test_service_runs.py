@@ -285,6 +285,17 @@ def test_run_problems_name_what_is_wrong(tmp_path: Path) -> None:
     assert_problem(approve_done, 409, "approval-mismatch")
 
 
+@pytest.mark.parametrize("deadline", ["true", '"5"', "0", "-1"])
+def test_a_deadline_that_is_not_a_positive_number_is_422(tmp_path: Path, deadline: str) -> None:
+    with sidecar(tmp_path, [say("done")]) as http:
+        response = http.post("/v1/runs", content=f'{{"input": "x", "deadline_s": {deadline}}}',
+                             headers={"content-type": "application/json"})
+        runs = ok(http.get("/v1/runs"))
+    assert assert_problem(response, 422, "validation")["errors"][0]["loc"] == [
+        "body", "deadline_s"]
+    assert runs["items"] == []
+
+
 @pytest.mark.parametrize("config", [
     '{"max_turn": 3}', '{"max_turns": "many"}', '{"max_turns": 0}', '{"system": 5}',
     '{"prices": {"input": 1, "gold": 2}}', '{"max_cost_usd": NaN}'])

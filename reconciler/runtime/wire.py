@@ -60,9 +60,10 @@ RunConfigIn = Annotated[dict[str, Any], AfterValidator(_run_config), Field(
 RUN_ID_PATTERN = r"^[A-Za-z0-9._:@+=-]+$"
 RUN_ID_MAX = 120
 RunId = Annotated[str, Field(min_length=1, max_length=RUN_ID_MAX, pattern=RUN_ID_PATTERN)]
+#: Strict: JSON's true is not one second, nor "5" five.
 DeadlineS = Annotated[float, Field(
-    gt=0, le=MAX_DEADLINE_S, description="seconds to work on the run before answering; a run "
-    "with more to do pauses with a continue_request")]
+    gt=0, le=MAX_DEADLINE_S, strict=True, description="seconds to work on the run before "
+    "answering; a run with more to do pauses with a continue_request")]
 Token = Annotated[str, Field(min_length=1, max_length=200), Storable]
 Stream = Annotated[bool, Field(description="answer with the run's events as server-sent events "
                                "(as does Accept: text/event-stream)")]
