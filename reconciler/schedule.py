@@ -71,8 +71,10 @@ def confirmation_due(summary: Summary, decision: Decision,
             or Finding.HUMAN_RESOLUTION in decision.findings):
         return None
     window_ends = summary.latest_dispatch + timedelta(seconds=contract.visibility_lag_s)
-    # The latest proving read is the latest by its time: none later means none after the window.
-    read = summary.latest_proof_at
+    # The latest read is the latest by its time: none later means none after the window. A
+    # receipt a probe looked up counts (a key-record probe never yields an observation of an
+    # applied effect: confirming it by proofs alone re-read it until the probe budget ran out).
+    read = summary.latest_read_at
     if read is not None and read >= window_ends:
         return None
     return window_ends

@@ -44,6 +44,8 @@ from reconciler.domain import (
 )
 
 PROOF_AUTHORITIES = frozenset({Authority.AUTHORITATIVE, Authority.LAGGING})
+#: The source of a receipt a probe read at the provider (a key record, a receipt lookup).
+LOOKUP = "lookup"
 
 
 def authority_of(obs: Observation) -> Authority:
@@ -91,6 +93,8 @@ class Summary:
     #: The provider refs of bound receipts.
     receipt_refs: set[str] = field(default_factory=set)
     last_receipt_place: int = -1
+    #: The latest receipt a probe read at the provider (source `lookup`), by its time.
+    latest_lookup_at: datetime | None = None
 
     # -- observations -----------------------------------------------------------------------
     #: SPEC's `refs`: refs matched by an authoritative or lagging read without an error.
@@ -165,6 +169,13 @@ class Summary:
         """The time of the latest authoritative or lagging read without an error."""
         return None if self.latest_proof is None else self.latest_proof.at
 
+    @property
+    def latest_read_at(self) -> datetime | None:
+        """The time of the latest read at which the provider answered for the effect: a
+        proving observation, or a receipt a probe looked up."""
+        reads = [at for at in (self.latest_proof_at, self.latest_lookup_at) if at is not None]
+        return max(reads, default=None)
+
     # -- the fold ---------------------------------------------------------------------------
 
     def add_attempt(self, attempt: Attempt) -> None:
@@ -202,6 +213,8 @@ class Summary:
                 self._observation(evidence, place)
             case Receipt():
                 self.last_receipt_place = place
+                if evidence.source == LOOKUP:
+                    self.latest_lookup_at = _later(self.latest_lookup_at, evidence.at)
                 self._receipt(evidence.provider_ref, evidence.request_hash)
             case Resolution():
                 self.resolution, self.resolution_place = evidence, place

@@ -3,6 +3,8 @@ one test per rule, on plain facts (summarized, as the stores hand them to the sc
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from reconciler.domain import Authority, Decision, Effect, Facts, Outcome, Verdict
 from reconciler.schedule import SweepPolicy, confirmation_due, due_after, next_round
 from reconciler.summary import summarize
@@ -62,6 +64,14 @@ def test_a_success_claim_is_confirmed_once_after_the_visibility_window() -> None
 def test_a_proving_read_after_the_window_is_the_confirmation() -> None:
     f = facts(attempt(1, 0), probe(LAG, Authority.LAGGING, "ch_1"))
     assert confirmation_due(summarize(f), decided(f, LAG), CONTRACT) is None
+
+
+def test_a_receipt_a_probe_looked_up_after_the_window_is_the_confirmation() -> None:
+    f = facts(attempt(1, 0, Outcome.RESPONSE, status=200), receipt(1), receipt(LAG))
+    assert confirmation_due(summarize(f), decided(f, LAG), CONTRACT) is None
+    told = facts(attempt(1, 0, Outcome.RESPONSE, status=200), receipt(1),
+                 replace(receipt(LAG), source="webhook"))
+    assert confirmation_due(summarize(told), decided(told, LAG), CONTRACT) == t(LAG)
 
 
 def test_a_read_before_the_window_or_an_errored_one_is_no_confirmation() -> None:
