@@ -11,6 +11,7 @@ import queue
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -144,16 +145,19 @@ def loadgen(spec: Spec) -> Tally:
     """Run the load generator in its own process; what it measured."""
     limit = spec.warmup_s + spec.duration_s + 60
     started = time.perf_counter()
-    try:
-        done = subprocess.run([sys.executable, "-m", "bench.loadgen", json.dumps(asdict(spec))],
-                              cwd=ROOT, capture_output=True, text=True, timeout=limit)
-    except subprocess.TimeoutExpired as exc:
-        raise BenchError(f"the load generator ran past {limit:g} s: is the server stuck?") \
-            from exc
-    if done.returncode != 0:
-        raise BenchError(f"the load generator failed after {time.perf_counter() - started:.1f}"
-                         f" s: {done.stderr[-2000:]}")
-    tally = Tally(**json.loads(done.stdout))
+    with tempfile.TemporaryDirectory(prefix="loadgen-") as folder:
+        result = Path(folder) / "tally.json"
+        try:
+            done = subprocess.run([sys.executable, "-m", "bench.loadgen",
+                                   json.dumps(asdict(spec)), str(result)],
+                                  cwd=ROOT, capture_output=True, text=True, timeout=limit)
+        except subprocess.TimeoutExpired as exc:
+            raise BenchError(f"the load generator ran past {limit:g} s: is the server "
+                             "stuck?") from exc
+        if done.returncode != 0:
+            raise BenchError(f"the load generator failed after "
+                             f"{time.perf_counter() - started:.1f} s: {done.stderr[-2000:]}")
+        tally = Tally(**json.loads(result.read_text()))
     if tally.bad_statuses:
         raise BenchError(f"unexpected answers {tally.bad_statuses} from {spec.path}: "
                          f"{tally.sample_bad_body}")
