@@ -27,7 +27,9 @@ FORMATS: tuple[LogFormat, ...] = ("text", "json")
 LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error")
 
 #: LogRecord's own attributes: everything else on a record came in through `extra`.
-_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+#: `color_message` is uvicorn's ANSI-coloured copy of the message, for its own formatter only.
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message", "asctime", "color_message"}
 _SECRET_NAME = re.compile(r"token|secret|password|passwd|authorization|cookie|key$", re.I)
 #: Loggers whose INFO lines are per HTTP request made (httpx's "HTTP Request: ..." line).
 _CHATTY = ("httpx",)

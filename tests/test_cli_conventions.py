@@ -110,6 +110,14 @@ def test_json_logs_are_one_object_per_line_with_the_extra_fields_and_no_secret(
     assert "sk_live_abc" not in logged.getvalue()
 
 
+def test_uvicorns_coloured_copy_of_a_message_is_not_logged_as_a_field(
+        logged: io.StringIO) -> None:
+    configured(logged, "info", "text")
+    logging.getLogger("uvicorn.error").info("Started server process [%d]", 7, extra={
+        "color_message": "Started server process [\x1b[36m%d\x1b[0m]"})
+    assert logged.getvalue().rstrip().endswith("uvicorn.error: Started server process [7]")
+
+
 def http_call(url: str) -> None:
     with httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200))) as http:
         http.get(url)
