@@ -67,7 +67,7 @@ def test_runs_are_paged_by_cursor(sidecar: Sidecar) -> None:
 
 
 @pytest.mark.parametrize("query", ["state=sleeping", "limit=0", "stat=queued",
-                                   "unhealthy=perhaps"])
+                                   "unhealthy=perhaps", "after=r%00", "correlation_id=c%00"])
 def test_a_bad_runs_query_is_a_problem(sidecar: Sidecar, query: str) -> None:
     assert_problem(sidecar.http.get("/v1/runs?" + query), 422, "validation")
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from reconciler.ports import RunSummary
 from reconciler.runs.states import RunState
 from reconciler.runtime.wire import RUN_ID_MAX
+from reconciler.schemas import Storable
 from reconciler.service.auth import Reader
 from reconciler.service.problems import problem_responses
 from reconciler.service.wiring import Wired
@@ -27,10 +28,11 @@ class RunQueryIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     state: RunState | None = None
-    correlation_id: str | None = Field(None, min_length=1, max_length=200)
+    # Storable: a NUL reached PostgreSQL as a 500 (schemathesis, ?after=...%00...).
+    correlation_id: Annotated[str, Storable] | None = Field(None, min_length=1, max_length=200)
     unhealthy: bool | None = Field(None, description="true: runs with a false_success call")
-    after: str | None = Field(None, max_length=RUN_ID_MAX,
-                              description="next_cursor of the previous page")
+    after: Annotated[str, Storable] | None = Field(None, max_length=RUN_ID_MAX,
+                                                   description="next_cursor of the previous page")
     limit: int = Field(50, ge=1, le=500)
 
 
