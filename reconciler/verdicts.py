@@ -190,8 +190,8 @@ def read_during_dispatch(obs: Observation, summary: Summary, contract: ProviderC
            |==== a zero read here raced the request ====|---- zeros count (SPEC rules) ---->
            |==== still open: for visibility_lag_s, as if every read lagged ====|---------->
 
-    An on-demand reconcile must not see less than the sweep, which leaves an open attempt
-    unprobed for `schedule.IN_FLIGHT_S`."""
+    The sweep leaves an open attempt unprobed for `schedule.IN_FLIGHT_S`; an on-demand
+    reconcile reads at once, so the engine holds its zeros to the provider's own lag."""
     seen = obs.earliest_at
     if summary.outcome_known_at is not None and seen <= summary.outcome_known_at:
         return True
