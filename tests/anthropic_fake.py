@@ -107,14 +107,8 @@ def app(fake: FakeAnthropic) -> FastAPI:
             return error(400, "anthropic-version: header is required")
         if problem := _invalid(raw):
             return error(400, problem)
-        if fake.hold_next:
-            fake.hold_next = False
-            await fake.held_open(request)
-            return error(500, "held request released")
-        if fake.failures:
-            failure = fake.failures.popleft()
-            return error(failure.status, f"fake failure {failure.status}",
-                         {"retry-after": failure.retry_after} if failure.retry_after else None)
+        if (failed := await fake.scripted_failure(request, error)) is not None:
+            return failed
         answer = fake.replies.popleft() if fake.replies else {
             "content": [{"type": "text", "text": "(no scripted reply)"}],
             "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}

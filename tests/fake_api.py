@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 HOLD_LIMIT_S = 10.0
 
@@ -97,7 +97,24 @@ class FakeApi:
         self.requests.append(Received(dict(request.headers), body))
         return body
 
+    async def scripted_failure(self, request: Request,
+                               error: Callable[[int, str, dict[str, str] | None], Response],
+                               ) -> Response | None:
+        """The answer a held request (`hold`) or a queued failure (`fail`) gets instead of its
+        reply, as the fake's own `error` shapes it; None when neither is scripted."""
+        if self.hold_next:
+            self.hold_next = False
+            await self.held_open(request)
+            return error(500, "held request released", None)
+        if self.failures:
+            failure = self.failures.popleft()
+            return error(failure.status, f"fake failure {failure.status}",
+                         {"retry-after": failure.retry_after} if failure.retry_after else None)
+        return None
+
     async def held_open(self, request: Request) -> None:
+        """Hold `request` (a held request, or a stalled stream) until its client goes away,
+        up to HOLD_LIMIT_S."""
         self.held.set()
         deadline = time.monotonic() + HOLD_LIMIT_S
         while time.monotonic() < deadline:
@@ -129,19 +146,10 @@ class FakeApi:
                 yield item.data
                 sent += item.delta
                 if stall and sent == 1 and item.delta:
-                    await self._stalled(request)
+                    await self.held_open(request)
                     finished = True
                     return
             finished = True
         finally:
             if not finished:  # the client went away while frames were being sent
                 self.disconnected.set()
-
-    async def _stalled(self, request: Request) -> None:
-        self.held.set()
-        deadline = time.monotonic() + HOLD_LIMIT_S
-        while time.monotonic() < deadline:
-            if await request.is_disconnected():
-                self.disconnected.set()
-                return
-            await asyncio.sleep(0.01)

@@ -138,14 +138,8 @@ def app(fake: FakeOpenAI) -> FastAPI:
             return body
         if problem := invalid(body):
             return error(400, problem)
-        if fake.hold_next:
-            fake.hold_next = False
-            await fake.held_open(request)
-            return error(500, "held request released")
-        if fake.failures:
-            failure = fake.failures.popleft()
-            return error(failure.status, f"fake failure {failure.status}",
-                         {"retry-after": failure.retry_after} if failure.retry_after else None)
+        if (failed := await fake.scripted_failure(request, error)) is not None:
+            return failed
         return body
 
     @api.post("/v1/chat/completions")
