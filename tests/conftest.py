@@ -3,6 +3,8 @@ imported by module name: pytest puts this folder on sys.path."""
 
 import logging
 import os
+import socket
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from reconciler.client.effects import Recorder
+from reconciler.integrations.tool_calls import ToolEffects
 from reconciler.runtime import continuation
 from reconciler.sandbox import ManualClock, RunningSandbox
 from reconciler.store.sealing import KEY_ENV, new_key
@@ -24,8 +28,10 @@ pytest_plugins = ["reconciler.testing.pytest_plugin"]
 
 # Helpers that assert get their asserts rewritten like a test module's, so that a failure inside
 # them shows the values compared. This must run before they are first imported.
-pytest.register_assert_rewrite("model_calls", "probe_harness", "sandbox_harness",
-                              "sidecar_client")
+pytest.register_assert_rewrite("effect_harness", "model_calls", "probe_harness",
+                              "sandbox_harness", "sidecar_client")
+
+from effect_harness import BACKENDS, PROVIDER, Provider, backend  # noqa: E402
 
 from sidecar_client import Sidecar, running_sidecar  # noqa: E402
 
@@ -127,3 +133,52 @@ def no_internal_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     unexpected = [r for r in caplog.records
                   if r.name == "reconciler.service.problems" and r.levelno >= logging.ERROR]
     assert not unexpected, [r.getMessage() for r in unexpected]
+
+
+# `@effect` and the framework adapters (test_effect.py, test_integration_*.py, test_mcp_proxy.py):
+# one fake provider (effect_harness) per test, recorded by each backend in turn.
+
+
+@pytest.fixture
+def provider() -> Provider:
+    return Provider()
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, provider: Provider,
+          tmp_path: Path) -> Iterator[Recorder]:
+    """The embedded store, then a sidecar on loopback, each probing `provider`."""
+    with backend(request.param, provider, tmp_path) as b:
+        yield b
+
+
+@pytest.fixture
+def effects(store: Recorder) -> ToolEffects:
+    """The gate an adapter's tool calls go through, recording into `store`."""
+    return ToolEffects(PROVIDER, backend=store)
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A loopback server that accepts connections and reads, never answers: a provider that
+    has the request and whose answer never comes (a real read timeout, which a mock transport
+    cannot give)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.05)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    thread.join(5)
+    for conn in [*held, listener]:
+        conn.close()

@@ -1,11 +1,12 @@
 """A provider as a plain Python object, for `@effect` and the framework adapters' tests: it
 charges by idempotency key, can lose its answer after charging or fail before, and has an
 authoritative probe that lists its charges by key. Both backends of `reconciler.effect` (the
-embedded store and a sidecar over HTTP) are built on it by `backends`."""
+embedded store and a sidecar over HTTP) are built on it by `backend`, which conftest.py's
+`store` fixture runs each test on; `charge_tool` is the tool the adapters' agents call."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from probes.base import Probe, ProbeTarget, utc_now
 from reconciler.client import ReconcilerClient
 from reconciler.client.effects import Recorder
 from reconciler.domain import Authority, Match, Observation, ProviderContract, Receipt
+from reconciler.effect import current_call
 from reconciler.effect_backends import EmbeddedBackend
 from reconciler.ledger import Ledger
 from reconciler.service.app import create_app
@@ -56,6 +58,18 @@ class Provider:
 
     def refs(self, key: str | None) -> list[str]:
         return [ref for k, ref in self.charges if k == key]
+
+
+def charge_tool(provider: Provider) -> Callable[[str, int], dict[str, Any]]:
+    """The tool the adapters' agents are given, before their framework's decorator: it charges
+    `provider` under the idempotency key the gate gave the call (its name, docstring and
+    signature are what the frameworks show the model)."""
+    def charge(order: str, amount: int) -> dict[str, Any]:
+        """Charge the customer for an order."""
+        call = current_call()
+        assert call is not None and call.intent.idempotency_key is not None
+        return provider.charge(call.intent.idempotency_key, amount)
+    return charge
 
 
 @dataclass

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import urllib.error
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from effect_harness import BACKENDS, CONTRACT, PROVIDER, Lost, Provider, backend
+from effect_harness import CONTRACT, PROVIDER, Lost, Provider, backend
 
 from reconciler.client import ReconcilerClient, intent
 from reconciler.client.effects import Recorder
@@ -21,18 +20,6 @@ from reconciler.effect_backends import EmbeddedBackend
 from reconciler.errors import IntentConflictError, RetryRefusedError, ServiceError
 from reconciler.outcomes import outcome_of
 from reconciler.schemas import AttemptOut, MatchIn, OperationOut
-
-
-@pytest.fixture
-def provider() -> Provider:
-    return Provider()
-
-
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, provider: Provider,
-          tmp_path: Path) -> Iterator[Recorder]:
-    with backend(request.param, provider, tmp_path) as b:
-        yield b
 
 
 def charging(store: Recorder, provider: Provider, **options: Any) -> Any:

@@ -4,7 +4,6 @@ at the sandbox provider's Stripe-like API or at sockets that fail the way networ
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,32 +31,6 @@ def stripe_client(base: str, timeout_s: float = 2.0) -> Any:
 def store(tmp_path: Path) -> Iterator[EmbeddedBackend]:
     with EmbeddedBackend(f"sqlite:///{tmp_path / 'r.db'}") as backend:
         yield backend
-
-
-@pytest.fixture
-def silent_server() -> Iterator[str]:
-    """Accepts connections and reads, never answers: a provider that has the request."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            held.append(conn)
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    stop.set()
-    thread.join(5)
-    for conn in held:
-        conn.close()
-    listener.close()
 
 
 def closed_port() -> str:

@@ -6,31 +6,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from anthropic import Anthropic
 from anthropic.lib.tools import beta_tool
-from effect_harness import BACKENDS, PROVIDER, Provider, backend
+from effect_harness import Provider, charge_tool
 
-from reconciler.client.effects import Recorder
-from reconciler.effect import current_call
 from reconciler.integrations.anthropic import reconciled
 from reconciler.integrations.tool_calls import ToolEffects
 
 from anthropic_fake import KEY, FakeAnthropic, running_fake
-
-
-@pytest.fixture
-def provider() -> Provider:
-    return Provider()
-
-
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, provider: Provider,
-          tmp_path: Path) -> Iterator[Recorder]:
-    with backend(request.param, provider, tmp_path) as b:
-        yield b
 
 
 @pytest.fixture
@@ -44,14 +29,15 @@ def tool_use(call_id: str) -> dict[str, object]:
             "input": {"order": "A-17", "amount": 1200}}
 
 
-def run_agent(fake: FakeAnthropic, provider: Provider, store: Recorder,
+def run_agent(fake: FakeAnthropic, provider: Provider, effects: ToolEffects,
               run_id: str) -> list[str]:
+    charged = charge_tool(provider)
+
     @beta_tool
     def charge(order: str, amount: int) -> str:
         """Charge the customer for an order."""
-        call = current_call()
-        assert call is not None and call.intent.idempotency_key is not None
-        return json.dumps(provider.charge(call.intent.idempotency_key, amount))
+        # A tool result here is text (or content blocks), not a dict.
+        return json.dumps(charged(order, amount))
 
     # The model asks for the charge, and again (a new tool_use id) after the first answer.
     fake.reply([tool_use("toolu_1")], stop_reason="tool_use")
@@ -63,7 +49,7 @@ def run_agent(fake: FakeAnthropic, provider: Provider, store: Recorder,
     runner = client.beta.messages.tool_runner(
         model="claude-test", max_tokens=256, thread=False,  # the fake keeps no threads
         messages=[{"role": "user", "content": "charge order A-17"}],
-        tools=[reconciled(charge, ToolEffects(PROVIDER, backend=store), scope=run_id)])
+        tools=[reconciled(charge, effects, scope=run_id)])
     runner.until_done()
     return [str(block.get("content")) for r in fake.requests
             for message in r.body["messages"] if isinstance(message["content"], list)
@@ -71,18 +57,18 @@ def run_agent(fake: FakeAnthropic, provider: Provider, store: Recorder,
 
 
 def test_a_timed_out_charge_the_provider_applied_is_not_sent_again(
-        fake: FakeAnthropic, provider: Provider, store: Recorder) -> None:
+        fake: FakeAnthropic, provider: Provider, effects: ToolEffects) -> None:
     provider.faults = ["lose_response"]
-    first, second = run_agent(fake, provider, store, "run-1")
+    first, second = run_agent(fake, provider, effects, "run-1")
     assert "charge: done (ch_1)" in first and "Do not call charge again" in first
     assert "charge: done (ch_1)" in second
     assert (provider.calls, len(provider.charges)) == (1, 1)
 
 
 def test_a_timed_out_charge_the_provider_did_not_apply_is_retried_once(
-        fake: FakeAnthropic, provider: Provider, store: Recorder) -> None:
+        fake: FakeAnthropic, provider: Provider, effects: ToolEffects) -> None:
     provider.faults = ["fail_before_commit"]
-    first, second = run_agent(fake, provider, store, "run-2")
+    first, second = run_agent(fake, provider, effects, "run-2")
     assert "You may call charge again, once" in first
     assert '"id": "ch_1"' in second
     assert (provider.calls, len(provider.charges)) == (2, 1)

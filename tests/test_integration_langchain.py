@@ -4,12 +4,10 @@ the model's retry of it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-import pytest
-from effect_harness import BACKENDS, PROVIDER, Provider, backend
+from effect_harness import Provider, charge_tool
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -18,8 +16,6 @@ from langchain_core.tools import tool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
-from reconciler.client.effects import Recorder
-from reconciler.effect import current_call
 from reconciler.integrations.langchain import ReconcilerMiddleware
 from reconciler.integrations.tool_calls import ToolEffects
 
@@ -31,56 +27,29 @@ class ScriptedModel(GenericFakeChatModel):
         return self
 
 
-@pytest.fixture
-def provider() -> Provider:
-    return Provider()
-
-
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, provider: Provider,
-          tmp_path: Path) -> Iterator[Recorder]:
-    with backend(request.param, provider, tmp_path) as b:
-        yield b
-
-
 def charge_call(call_id: str) -> AIMessage:
     return AIMessage(content="", tool_calls=[{"name": "charge", "id": call_id, "type":
                                               "tool_call",
                                               "args": {"order": "A-17", "amount": 1200}}])
 
 
-def run_agent(provider: Provider, store: Recorder, thread: str) -> list[ToolMessage]:
-    @tool
-    def charge(order: str, amount: int) -> dict[str, Any]:
-        """Charge the customer for an order."""
-        call = current_call()
-        assert call is not None and call.intent.idempotency_key is not None
-        return provider.charge(call.intent.idempotency_key, amount)
-
+def run_agent(provider: Provider, effects: ToolEffects, thread: str) -> list[ToolMessage]:
     # The model asks for the charge, and again (a new tool call id) after the first answer.
     model = ScriptedModel(messages=iter([charge_call("call-1"), charge_call("call-2"),
                                          AIMessage(content="finished")]))
-    agent = create_agent(model, tools=[charge],
-                         middleware=[ReconcilerMiddleware(ToolEffects(PROVIDER, backend=store))])
+    agent = create_agent(model, tools=[tool(charge_tool(provider))],
+                         middleware=[ReconcilerMiddleware(effects)])
     config: RunnableConfig = {"configurable": {"thread_id": thread}}
     state = agent.invoke({"messages": [HumanMessage("charge order A-17")]}, config)
     return [m for m in state["messages"] if isinstance(m, ToolMessage)]
 
 
 def test_a_tool_node_with_the_gate_answers_a_repeat_from_the_record(
-        provider: Provider, store: Recorder) -> None:
+        provider: Provider, effects: ToolEffects) -> None:
     """A hand-built LangGraph graph: the gate as the ToolNode's own tool-call wrapper."""
     provider.faults = ["lose_response"]
-
-    @tool
-    def charge(order: str, amount: int) -> dict[str, Any]:
-        """Charge the customer for an order."""
-        call = current_call()
-        assert call is not None and call.intent.idempotency_key is not None
-        return provider.charge(call.intent.idempotency_key, amount)
-
-    gate = ReconcilerMiddleware(ToolEffects(PROVIDER, backend=store))
-    node = ToolNode([charge], wrap_tool_call=gate.wrap_tool_call)
+    gate = ReconcilerMiddleware(effects)
+    node = ToolNode([tool(charge_tool(provider))], wrap_tool_call=gate.wrap_tool_call)
     graph = StateGraph(MessagesState)
     graph.add_node("tools", node)
     graph.add_edge(START, "tools")
@@ -93,9 +62,9 @@ def test_a_tool_node_with_the_gate_answers_a_repeat_from_the_record(
 
 
 def test_a_timed_out_charge_the_provider_applied_is_not_sent_again(
-        provider: Provider, store: Recorder) -> None:
+        provider: Provider, effects: ToolEffects) -> None:
     provider.faults = ["lose_response"]
-    first, second = run_agent(provider, store, "thread-1")
+    first, second = run_agent(provider, effects, "thread-1")
     assert "charge: done (ch_1)" in str(first.content)
     assert "Do not call charge again" in str(first.content)
     assert "charge: done (ch_1)" in str(second.content)
@@ -103,9 +72,9 @@ def test_a_timed_out_charge_the_provider_applied_is_not_sent_again(
 
 
 def test_a_timed_out_charge_the_provider_did_not_apply_is_retried_once(
-        provider: Provider, store: Recorder) -> None:
+        provider: Provider, effects: ToolEffects) -> None:
     provider.faults = ["fail_before_commit"]
-    first, second = run_agent(provider, store, "thread-2")
+    first, second = run_agent(provider, effects, "thread-2")
     assert "You may call charge again, once" in str(first.content)
     assert "ch_1" in str(second.content) and second.status == "success"
     assert (provider.calls, len(provider.charges)) == (2, 1)

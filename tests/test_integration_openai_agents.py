@@ -3,83 +3,59 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-import pytest
-from agents import Agent, FunctionTool, RunConfig, Runner, function_tool
+from agents import Agent, RunConfig, Runner, function_tool
 from agents.items import ToolCallOutputItem
 from agents.testing import ScriptedModel, assistant_message, function_call
-from effect_harness import BACKENDS, CONTRACT, PROVIDER, Provider, backend
+from effect_harness import CONTRACT, PROVIDER, Provider, charge_tool
 
-from reconciler.client.effects import Recorder
 from reconciler.domain import Resolution, Verdict
-from reconciler.effect import current_call
 from reconciler.effect_backends import EmbeddedBackend
 from reconciler.integrations.openai_agents import reconciled_tool
 from reconciler.integrations.tool_calls import ToolEffects, tool_operation
 
 #: No traces exported: the tests make no network call.
 OFFLINE = RunConfig(tracing_disabled=True)
+ARGUMENTS = {"order": "A-17", "amount": 1200}
 
 
-@pytest.fixture
-def provider() -> Provider:
-    return Provider()
+def charging_twice() -> ScriptedModel:
+    """The model asks for the charge, and again (a new call id) after the first answer."""
+    return ScriptedModel([[function_call("charge", ARGUMENTS, call_id="call-1")],
+                          [function_call("charge", ARGUMENTS, call_id="call-2")],
+                          [assistant_message("finished")]])
 
 
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, provider: Provider,
-          tmp_path: Path) -> Iterator[Recorder]:
-    with backend(request.param, provider, tmp_path) as b:
-        yield b
-
-
-def charge_tool(provider: Provider) -> FunctionTool:
-    @function_tool
-    def charge(order: str, amount: int) -> dict[str, Any]:
-        """Charge the customer for an order."""
-        call = current_call()
-        assert call is not None and call.intent.idempotency_key is not None
-        return provider.charge(call.intent.idempotency_key, amount)
-    return charge
-
-
-def run_agent(provider: Provider, store: Recorder, run_id: str) -> list[str]:
-    arguments = {"order": "A-17", "amount": 1200}
-    # The model asks for the charge, and again (a new call id) after the first answer.
-    model = ScriptedModel([[function_call("charge", arguments, call_id="call-1")],
-                           [function_call("charge", arguments, call_id="call-2")],
-                           [assistant_message("finished")]])
-    tool = reconciled_tool(charge_tool(provider), ToolEffects(PROVIDER, backend=store))
-    agent = Agent(name="billing", model=model, tools=[tool])
+def run_agent(provider: Provider, effects: ToolEffects, run_id: str) -> list[str]:
+    tool = reconciled_tool(function_tool(charge_tool(provider)), effects)
+    agent = Agent(name="billing", model=charging_twice(), tools=[tool])
     result = Runner.run_sync(agent, "charge order A-17", context={"run_id": run_id},
                              run_config=OFFLINE)
     return [str(item.output) for item in result.new_items if isinstance(item, ToolCallOutputItem)]
 
 
 def test_a_timed_out_charge_the_provider_applied_is_not_sent_again(
-        provider: Provider, store: Recorder) -> None:
+        provider: Provider, effects: ToolEffects) -> None:
     provider.faults = ["lose_response"]
-    first, second = run_agent(provider, store, "run-1")
+    first, second = run_agent(provider, effects, "run-1")
     assert "charge: done (ch_1)" in first and "Do not call charge again" in first
     assert "charge: done (ch_1)" in second
     assert (provider.calls, len(provider.charges)) == (1, 1)
 
 
 def test_a_timed_out_charge_the_provider_did_not_apply_is_retried_once(
-        provider: Provider, store: Recorder) -> None:
+        provider: Provider, effects: ToolEffects) -> None:
     provider.faults = ["fail_before_commit"]
-    first, second = run_agent(provider, store, "run-2")
+    first, second = run_agent(provider, effects, "run-2")
     assert "You may call charge again, once" in first
     assert "'id': 'ch_1'" in second
     assert (provider.calls, len(provider.charges)) == (2, 1)
 
 
 def test_an_error_the_provider_answered_is_told_with_the_verdict(
-        store: Recorder) -> None:
+        effects: ToolEffects) -> None:
     class Declined(Exception):
         http_status = 402
 
@@ -91,7 +67,7 @@ def test_an_error_the_provider_answered_is_told_with_the_verdict(
     model = ScriptedModel([[function_call("charge", {"order": "B", "amount": 1},
                                           call_id="c")], [assistant_message("ok")]])
     agent = Agent(name="billing", model=model,
-                  tools=[reconciled_tool(charge, ToolEffects(PROVIDER, backend=store))])
+                  tools=[reconciled_tool(charge, effects)])
     result = Runner.run_sync(agent, "charge", context={"run_id": "run-3"},
                              run_config=OFFLINE)
     [output] = [i.output for i in result.new_items if isinstance(i, ToolCallOutputItem)]
@@ -105,18 +81,14 @@ def test_a_repeat_only_a_human_can_settle_pauses_for_approval(tmp_path: Path) ->
     provider = Provider(faults=["lose_response"])
     with EmbeddedBackend(f"sqlite:///{tmp_path / 'r.db'}", contracts=[CONTRACT]) as store:
         effects = ToolEffects(PROVIDER, backend=store)
-        arguments = {"order": "A-17", "amount": 1200}
-        model = ScriptedModel([[function_call("charge", arguments, call_id="call-1")],
-                               [function_call("charge", arguments, call_id="call-2")],
-                               [assistant_message("finished")]])
-        agent = Agent(name="billing", model=model, tools=[
-            reconciled_tool(charge_tool(provider), effects, approvals=True)])
+        agent = Agent(name="billing", model=charging_twice(), tools=[
+            reconciled_tool(function_tool(charge_tool(provider)), effects, approvals=True)])
         paused = Runner.run_sync(agent, "charge order A-17", context={"run_id": "run-4"},
                                  run_config=OFFLINE)
         [waiting] = paused.interruptions
         assert waiting.tool_name == "charge" and provider.calls == 1
 
-        operation_id = tool_operation("run-4", "charge", arguments)
+        operation_id = tool_operation("run-4", "charge", ARGUMENTS)
         store.ledger.record_evidence(Resolution(operation_id, datetime.now(UTC),
                                                 Verdict.VERIFIED_APPLIED, "ops@example.com"))
         state = paused.to_state()

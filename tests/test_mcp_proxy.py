@@ -26,11 +26,6 @@ ANSWER_LOST_AFTER_S = 2.0
 SCOPE = "run-proxy"
 
 
-@pytest.fixture
-def provider() -> Provider:
-    return Provider()
-
-
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, provider: Provider,
           tmp_path: Path) -> Iterator[Recorder]:

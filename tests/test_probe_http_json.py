@@ -7,10 +7,7 @@ what they check and a mock transport cannot hang.
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -76,30 +73,6 @@ def test_unexpected_answers_are_unavailable_without_retry(response: httpx.Respon
     handler, calls = scripted(response)
     obs = observe(probe("stripe.payment_intents.search", handler))
     assert (obs.authority, obs.error, len(calls)) == (Authority.UNAVAILABLE, error, 1)
-
-
-@pytest.fixture
-def silent_server() -> Iterator[str]:
-    """A loopback HTTP server that accepts connections and never answers."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.05)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    for conn in [*held, listener]:
-        conn.close()
 
 
 def test_a_hanging_read_is_cut_by_the_timeout(silent_server: str) -> None:
