@@ -1,6 +1,6 @@
 """Shared pieces of the agent runtime's unit tests: an in-memory store, a clock tests move, fake
-tools that record their calls, a fake reconciler that records the evidence a test chooses, and a
-hook that "crashes" the worker at a named point.
+tools that record their calls, a fake reconciler that records the evidence a test chooses, a
+hook that "crashes" the worker at a named point, and checks that a tool's processes are gone.
 
     world = World.open()                        # SQLite in memory, provider contracts, a run key
     rt = world.runtime([call(tool_use("send", {...})), say("done")], [send.tool])
@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import pytest
@@ -62,6 +64,20 @@ TEST_CONFIG: dict[str, Any] = {"reconcile_wait_s": 0.0, "reconcile_rounds": 2}
 
 def run(scenario: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(asyncio.wait_for(scenario, DEADLINE_S))
+
+
+def gone(pid: int) -> bool:
+    """No process, not even a zombie, has this pid."""
+    return not Path(f"/proc/{pid}").exists()
+
+
+def group_gone(pgid: int) -> bool:
+    """No process is left in this process group (a tool's child and all it started)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 class Crash(Exception):

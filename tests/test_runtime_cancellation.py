@@ -4,7 +4,6 @@ included) are stopped, and a cancelled run resumes cleanly."""
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import textwrap
 import threading
@@ -31,6 +30,8 @@ from runtime_harness import (
     Monotonic,
     World,
     first_call,
+    gone,
+    group_gone,
     lookup,
     run,
     script_for,
@@ -119,14 +120,6 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def group_gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 def test_a_run_cancelled_mid_child_process_leaves_no_process_and_resumes(
         world: World, tmp_path: Path) -> None:
     ready = tmp_path / "pids"
@@ -150,7 +143,7 @@ def test_a_run_cancelled_mid_child_process_leaves_no_process_and_resumes(
     view = run(scenario(rt, world.start(rt)))
     grandchild, pgid = map(int, ready.read_text().split())
     assert view.state is S.CANCELLED
-    assert group_gone(pgid) and not Path(f"/proc/{grandchild}").exists()
+    assert group_gone(pgid) and gone(grandchild)
     resumed = run(world.runtime(script, [tool.tool]).resume(view.run_id)).view
     assert (resumed.state, resumed.output) == (S.COMPLETED, "built")
     assert len(tool.calls) == 1

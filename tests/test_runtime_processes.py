@@ -4,7 +4,6 @@ then SIGKILL after the grace) on cancellation, on timeout, and after a normal ex
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import textwrap
@@ -16,6 +15,8 @@ import pytest
 
 from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable
 from reconciler.runtime.processes import ProcessResult, ProcessTimeout, run_process
+
+from runtime_harness import gone, group_gone
 
 T = TypeVar("T")
 DEADLINE_S = 10.0  # bounds every scenario: a hang fails the test instead of stalling the run
@@ -60,19 +61,6 @@ async def cancel_once_written(argv: list[str], ready: Path, *, grace_s: float) -
     with pytest.raises(Cancelled):
         await call
     return content
-
-
-def gone(pid: int) -> bool:
-    """No process, not even a zombie, has this pid."""
-    return not Path(f"/proc/{pid}").exists()
-
-
-def group_gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def test_a_normal_run_returns_its_output_and_return_code() -> None:
