@@ -32,7 +32,6 @@ pytest.register_assert_rewrite("effect_harness", "model_calls", "probe_harness",
                               "sandbox_harness", "sidecar_client")
 
 from effect_harness import BACKENDS, PROVIDER, Provider, backend  # noqa: E402
-
 from sidecar_client import Sidecar, running_sidecar  # noqa: E402
 
 

@@ -10,13 +10,14 @@ from typing import Any
 
 import anyio
 import mcp.types as types
-from kill_harness import PROVIDER, Worker
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from sandbox_charge import Payments
 
 from probes.mcp_read import mcp_read
 from reconciler.mcpproxy.proxy import ProxySettings, ReconcilingProxy
+
+from kill_harness import PROVIDER, Worker
 
 AMOUNT = 1200
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import httpx
 import pytest
-from effect_harness import CONTRACT, PROVIDER, Lost, Provider, backend
 
 from reconciler.client import ReconcilerClient, intent
 from reconciler.client.effects import Recorder
@@ -20,6 +19,8 @@ from reconciler.effect_backends import EmbeddedBackend
 from reconciler.errors import IntentConflictError, RetryRefusedError, ServiceError
 from reconciler.outcomes import outcome_of
 from reconciler.schemas import AttemptOut, MatchIn, OperationOut
+
+from effect_harness import CONTRACT, PROVIDER, Lost, Provider, backend
 
 
 def charging(store: Recorder, provider: Provider, **options: Any) -> Any:

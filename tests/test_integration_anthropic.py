@@ -10,12 +10,12 @@ from collections.abc import Iterator
 import pytest
 from anthropic import Anthropic
 from anthropic.lib.tools import beta_tool
-from effect_harness import Provider, charge_tool
 
 from reconciler.integrations.anthropic import reconciled
 from reconciler.integrations.tool_calls import ToolEffects
 
 from anthropic_fake import KEY, FakeAnthropic, running_fake
+from effect_harness import Provider, charge_tool
 
 
 @pytest.fixture

@@ -9,9 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kill_harness import ADAPTERS, PLANS, Zygote, kill_and_restart, sandbox_config
 
 from reconciler.sandbox import RunningSandbox
+
+from kill_harness import ADAPTERS, PLANS, Zygote, kill_and_restart, sandbox_config
 
 pytestmark = pytest.mark.slow
 

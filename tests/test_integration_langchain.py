@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from effect_harness import Provider, charge_tool
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -18,6 +17,8 @@ from langgraph.prebuilt import ToolNode
 
 from reconciler.integrations.langchain import ReconcilerMiddleware
 from reconciler.integrations.tool_calls import ToolEffects
+
+from effect_harness import Provider, charge_tool
 
 
 class ScriptedModel(GenericFakeChatModel):

@@ -9,12 +9,13 @@ from pathlib import Path
 from agents import Agent, RunConfig, Runner, function_tool
 from agents.items import ToolCallOutputItem
 from agents.testing import ScriptedModel, assistant_message, function_call
-from effect_harness import CONTRACT, PROVIDER, Provider, charge_tool
 
 from reconciler.domain import Resolution, Verdict
 from reconciler.effect_backends import EmbeddedBackend
 from reconciler.integrations.openai_agents import reconciled_tool
 from reconciler.integrations.tool_calls import ToolEffects, tool_operation
+
+from effect_harness import CONTRACT, PROVIDER, Provider, charge_tool
 
 #: No traces exported: the tests make no network call.
 OFFLINE = RunConfig(tracing_disabled=True)

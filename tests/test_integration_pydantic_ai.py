@@ -3,7 +3,6 @@ scripted model, no network): a tool call that times out, and the model's retry o
 
 from __future__ import annotations
 
-from effect_harness import Provider, charge_tool
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -18,6 +17,8 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from reconciler.integrations.pydantic_ai import ReconciledToolset
 from reconciler.integrations.tool_calls import ToolEffects
+
+from effect_harness import Provider, charge_tool
 
 
 def returns(messages: list[ModelMessage]) -> list[str]:

@@ -12,7 +12,6 @@ from typing import Any
 import anyio
 import mcp.types as types
 import pytest
-from effect_harness import BACKENDS, PROVIDER, Provider, backend
 from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 
@@ -21,6 +20,8 @@ from reconciler.client.effects import Recorder
 from reconciler.domain import Effect
 from reconciler.integrations.tool_calls import tool_operation
 from reconciler.mcpproxy.proxy import KEY_META, ProxySettings, ReconcilingProxy, effect_of
+
+from effect_harness import BACKENDS, PROVIDER, Provider, backend
 
 ANSWER_LOST_AFTER_S = 2.0
 SCOPE = "run-proxy"

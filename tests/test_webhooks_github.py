@@ -10,11 +10,11 @@ import hmac
 import uuid
 
 import pytest
-from webhook_deliveries import deliver, encoded, event, receipts, set_secret, traces
 
 from reconciler.service.webhooks.github import signature
 
 from sidecar_client import H, Sidecar, assert_problem
+from webhook_deliveries import deliver, encoded, event, receipts, set_secret, traces
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import base64
 
 import pytest
-from webhook_deliveries import deliver, encoded, event, receipts, set_secret, traces
 
 from sidecar_client import H, Sidecar, assert_problem
+from webhook_deliveries import deliver, encoded, event, receipts, set_secret, traces
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 

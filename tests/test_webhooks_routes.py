@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from pydantic import SecretStr
-from webhook_deliveries import deliver, encoded, event, receipts, set_secret, traces
 
 from sidecar_client import TOKEN, H, Sidecar, assert_problem, running_sidecar
+from webhook_deliveries import deliver, encoded, event, receipts, set_secret, traces
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 

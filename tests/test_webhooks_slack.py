@@ -12,9 +12,9 @@ import time
 
 import pytest
 from slack_sdk.signature import SignatureVerifier
-from webhook_deliveries import deliver, encoded, event, receipts, set_secret, traces
 
 from sidecar_client import H, Sidecar, assert_problem
+from webhook_deliveries import deliver, encoded, event, receipts, set_secret, traces
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 

@@ -12,9 +12,9 @@ import time
 
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
-from webhook_deliveries import deliver, encoded, event, receipts, traces
 
 from sidecar_client import H, Sidecar, assert_problem
+from webhook_deliveries import deliver, encoded, event, receipts, traces
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 
