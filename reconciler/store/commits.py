@@ -64,7 +64,7 @@ class GroupCommitter:
         self._lock = threading.Lock()
         self._queue: list[_Pending] = []
         self._leading = False
-        self._driver = DriverStatements(engine.dialect)
+        self._driver = DriverStatements.of(engine.dialect)
         #: The leaders' connection (None: none checked out), only ever used by the leader.
         self._conn: Connection | None = None
         self._closing = False
