@@ -50,14 +50,18 @@ class _Prepared:
     #: processor (set at its first run, from the driver's description of the columns).
     record: Any = None
     results: list[tuple[Processor, ...]] = field(default_factory=list)
+    #: Every parameter of the statement is one the caller gives, under the same name, so
+    #: `construct_params` would hand the caller's values back as they are: it is skipped.
+    direct: bool = False
 
     def parameters(self, params: dict[str, Any]) -> Any:
-        values = self.compiled.construct_params(params)
-        processed = {name: (p(values[name]) if p else values[name])
-                     for name, p in self.processors.items()}
+        values = params if self.direct else self.compiled.construct_params(params)
         if self.order is None:
-            return processed
-        return tuple(processed[name] for name in self.order)
+            return {name: (p(values[name]) if p else values[name])
+                    for name, p in self.processors.items()}
+        processors = self.processors
+        return tuple(p(values[name]) if (p := processors[name]) else values[name]
+                     for name in self.order)
 
 
 _SHARED: weakref.WeakKeyDictionary[Dialect, DriverStatements] = weakref.WeakKeyDictionary()
@@ -138,11 +142,15 @@ class DriverStatements:
         args = prepared.parameters(params)
         cursor = raw.cursor()
         # The engine's cursor events still hear of the statement (what counts statements and
-        # writes, bench.sqlcount, keeps counting them), with no execution context.
-        conn.dispatch.before_cursor_execute(conn, cursor, prepared.sql, args, None, False)
+        # writes, bench.sqlcount, keeps counting them), with no execution context; with no
+        # listener (a listener collection is false when empty) nothing is called.
+        events = conn.dispatch
+        if events.before_cursor_execute:
+            events.before_cursor_execute(conn, cursor, prepared.sql, args, None, False)
         try:
             cursor.execute(prepared.sql, args)
-            conn.dispatch.after_cursor_execute(conn, cursor, prepared.sql, args, None, False)
+            if events.after_cursor_execute:
+                events.after_cursor_execute(conn, cursor, prepared.sql, args, None, False)
             return fetch(cursor)
         except self.dialect.loaded_dbapi.Error as exc:
             if self.dialect.is_disconnect(exc, raw, cursor):
@@ -175,4 +183,9 @@ class DriverStatements:
         # A select's rows: a tuple type named by its columns' keys, as `Row` names them.
         record = (namedtuple("Record", [c.key for c in statement.selected_columns])  # type: ignore[misc]
                   if isinstance(statement, Select) else None)
-        return _Prepared(compiled.string, order, processors, compiled, record)
+        named = {name: params.get(name) for name in compiled.bind_names.values()}
+        direct = (set(named) == set(params)
+                  and all(bind.key == name and bind.callable is None
+                          for bind, name in compiled.bind_names.items())
+                  and compiled.construct_params(params) == named)
+        return _Prepared(compiled.string, order, processors, compiled, record, direct=direct)
