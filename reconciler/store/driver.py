@@ -15,8 +15,8 @@ with no execution context (None).
 The judge's reads (an intent with its state row, its attempts, its evidence) are run the same
 way (`select`): each row comes back as a named tuple of the selected columns, every value
 through its type's result processor (`TypeEngine.result_processor`, given the column's type as
-the driver describes it), as SQLAlchemy's `Row` would hand it; through `Connection.execute`
-the three selects cost 73 us of CPU against 11 us on the driver.
+the driver describes it), as SQLAlchemy's `Row` would hand it. Through `Connection.execute` the
+three selects cost 73 us of CPU, here 30 us (the bare `sqlite3` calls: 11 us).
 
 A statement this cannot run as SQLAlchemy would (Python-side column defaults to fill,
 parameters expanded at execution, or a dialect whose parameters are neither positional nor
