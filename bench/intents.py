@@ -1,5 +1,6 @@
 """Intent recording in process, durable: `Ledger.record_intent` against raw `sqlite3`
-inserting the same row into the same table, one commit each, on the same disk with the same
+inserting the same two rows (the intent and the state row it is born with) into the same
+tables, one commit each, on the same disk with the same
 durability settings (WAL, synchronous=FULL, BEGIN IMMEDIATE), first by one writer and then by
 eight concurrent ones.
 
@@ -22,20 +23,28 @@ from bench.loops import LoopRun, alternate, run_for
 from bench.sqlcount import SqlCounter
 from reconciler.domain import Effect, Intent
 from reconciler.ledger import Ledger, utcnow
+from reconciler.ports import FIRST_DECISION
 from reconciler.store.schema import open_store
 
 NAME = "intents"
-TARGET = 0.8
 WRITERS = 8
+#: Per writer count, the stricter of the targets the issues set: issue 16 asks >= 0.7x with
+#: one writer and "more intents per second than raw sqlite3" with eight; issue 6 had asked
+#: >= 0.8x for both, which stays the one-writer target.
+TARGETS = {1: 0.8, WRITERS: 1.0}
 REQUEST_HASH = "sha256:" + "ab" * 32
 PROVIDER = "bench-pay"
 INSERT = ("INSERT INTO intents (operation_id, request_hash, idempotency_key, provider, action,"
           " effect, at, run_id, tool_call_id, correlation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+#: The state row `SqlStore.record_intent` writes with every intent (its first decision); the
+#: columns it leaves out take the table's defaults, as the product's do.
+INSERT_STATE = ("INSERT INTO operation_state (operation_id, verdict, next_action, escalated,"
+                " probe_count, updated_at) VALUES (?, ?, ?, ?, ?, ?)")
 
 
 class RawIntents:
-    """The baseline: the intents row through the `sqlite3` module, one connection per thread,
-    with the store's pragmas and transaction start."""
+    """The baseline: the intent's row and its state row through the `sqlite3` module, one
+    connection per thread, with the store's pragmas and transaction start."""
 
     def __init__(self, path: Path, prefix: str) -> None:
         self.path = path
@@ -65,6 +74,8 @@ class RawIntents:
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(INSERT, (op, REQUEST_HASH, f"key-{op}", PROVIDER, "charge",
                               Effect.NON_IDEMPOTENT.value, at, None, None, "{}"))
+        conn.execute(INSERT_STATE, (op, FIRST_DECISION[0].value, FIRST_DECISION[1], False, 0,
+                                    at))
         conn.execute("COMMIT")
 
     def close(self) -> None:
@@ -77,7 +88,7 @@ def run(ctx: Context) -> Outcome:
                         "(one commit each, same disk, WAL + synchronous=FULL)")
     directory = ctx.workdir / NAME
     directory.mkdir()
-    # The baseline's table comes from the same migrations: same columns, same indexes.
+    # The baseline's tables come from the same migrations: same columns, same indexes.
     open_store(f"sqlite:///{directory / 'baseline.db'}").engine.dispose()
     store = open_store(f"sqlite:///{directory / 'product.db'}")
     ledger = Ledger(store)
@@ -100,7 +111,7 @@ def run(ctx: Context) -> Outcome:
             baseline, product = alternate(partial(run_for, raw.insert, seconds, writers),
                                           partial(run_for, record, seconds, writers), rounds)
             commits = counter.snapshot()[1] - before[1]
-            report(out, label, baseline, product, commits)
+            report(out, label, baseline, product, commits, TARGETS[writers])
     finally:
         counter.close()
         raw.close()
@@ -110,9 +121,10 @@ def run(ctx: Context) -> Outcome:
     return out
 
 
-def report(out: Outcome, label: str, baseline: LoopRun, product: LoopRun, commits: int) -> None:
+def report(out: Outcome, label: str, baseline: LoopRun, product: LoopRun, commits: int,
+           target: float) -> None:
     per_commit = product.calls / commits if commits else 0.0
-    out.figure(f"{label}: raw sqlite3 {baseline.per_s:,.0f} inserts/s; record_intent "
+    out.figure(f"{label}: raw sqlite3 {baseline.per_s:,.0f} intents/s; record_intent "
                f"{product.per_s:,.0f} intents/s, {commits / product.elapsed_s:,.0f} durable "
                f"commits/s ({per_commit:.2f} intents per durable commit)")
     for side, run in (("raw sqlite3", baseline), ("record_intent", product)):
@@ -120,4 +132,4 @@ def report(out: Outcome, label: str, baseline: LoopRun, product: LoopRun, commit
         out.latencies[f"{side}, {label}"] = latencies
         out.figure(f"{side}, {label}: {latencies.render()}")
     out.ratio(f"record_intent vs raw sqlite3 ops/s, {label}", product.per_s / baseline.per_s,
-              TARGET, higher_is_better=True)
+              target, higher_is_better=True)

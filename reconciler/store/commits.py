@@ -10,6 +10,13 @@ and everyone queued behind it, then hands the next batch to the first caller sti
 A lone caller therefore commits straight away, with no hand-off between threads. Nobody is
 answered before the transaction holding their rows is committed; a caller whose rows fail
 (an existing key, a missing parent row) gets its own error, and the others still commit.
+
+Only the leader of the moment runs a transaction, so the committer keeps one connection checked
+out for all of them: checking one out of the pool and back in per transaction (the pool's
+events, a new `Connection`, the reset on return) cost more CPU than both inserts of an intent
+(`engine.begin()` 31 us against 12 us for `begin()` on a connection held). After any failed
+transaction it is given back (rolled back, or dropped if it was invalidated) and the next one
+checks out another, so a lost or replaced database is found on checkout as before.
 """
 
 from __future__ import annotations
@@ -57,7 +64,10 @@ class GroupCommitter:
         self._lock = threading.Lock()
         self._queue: list[_Pending] = []
         self._leading = False
-        self._driver = DriverStatements(engine.dialect)
+        self._driver = DriverStatements.of(engine.dialect)
+        #: The leaders' connection (None: none checked out), only ever used by the leader.
+        self._conn: Connection | None = None
+        self._closing = False
 
     def commit(self, write: Write) -> None:
         """Run `write` in a transaction; return once that transaction is durably committed, or
@@ -90,6 +100,21 @@ class GroupCommitter:
                     self._queue[0].woken.set()
                 else:
                     self._leading = False
+                    if self._closing:
+                        self._give_back()
+
+    def close(self) -> None:
+        """Give the held connection back to the engine's pool (now, or when the leader of the
+        moment is done): the store has moved to another engine."""
+        with self._lock:
+            self._closing = True
+            if not self._leading:
+                self._give_back()
+
+    def _give_back(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            conn.close()
 
     def _run(self, batch: list[_Pending]) -> None:
         try:
@@ -117,10 +142,19 @@ class GroupCommitter:
                 pending.committed = True
 
     def _transaction(self, writes: list[Write]) -> None:
-        with self.engine.begin() as conn:
-            for write in writes:
-                for step in write:
-                    if callable(step):
-                        step(conn)
-                    else:
-                        self._driver.execute(conn, *step)
+        if self._conn is None:
+            self._conn = self.engine.connect()
+        conn = self._conn
+        try:
+            with conn.begin():
+                for write in writes:
+                    for step in write:
+                        if callable(step):
+                            step(conn)
+                        else:
+                            self._driver.execute(conn, *step)
+        except BaseException:
+            # Whatever failed (a caller's rows, the commit, the connection itself), the next
+            # transaction starts on a connection fresh from the pool's checks.
+            self._give_back()
+            raise

@@ -3,11 +3,11 @@ applied to them, and the decision cached on the state row only when it changes.
 
     intent + state (one select) ─▶ attempts ─▶ evidence ─▶ rule ─▶ cache (UPDATE, on change)
 
-The statements are built once and their compiled forms cached by SQLAlchemy, so a decision
-costs three selects and no ORM identity map or unit of work (issue 16: through the ORM the
-judge's reads cost 944 us against 26 us raw). They run on whatever connection the caller's
-transaction holds: a read transaction for a verdict read again, the group committer's for a
-decision that records a fact or grants a lease with it.
+The statements are built once and run on the driver's cursor (store/driver.py), so a decision
+costs three selects and no ORM identity map, unit of work or result set-up (issue 16: through
+the ORM the judge's reads cost 944 us against 26 us raw). They run on whatever connection the
+caller's transaction holds: a read transaction for a verdict read again, the group committer's
+for a decision that records a fact or grants a lease with it.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, Table, bindparam, select, update
+from sqlalchemy import Connection, Table, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from reconciler.domain import Attempt, Evidence, Facts, ProviderContract, Snapshot
 from reconciler.errors import UnknownOperationError
 from reconciler.ports import Decided, Rule
 from reconciler.store import rows
+from reconciler.store.driver import DriverStatements
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, StateRow
 from reconciler.summary import summarize
 
@@ -66,13 +67,14 @@ def unknown(operation_id: str) -> UnknownOperationError:
         "attempts and evidence", operation_id=operation_id)
 
 
-def head(conn: Connection, operation_id: str, *, locked: bool = False) -> Row[Any]:
+def head(conn: Connection, operation_id: str, *, locked: bool = False) -> Any:
     """The intent row with its cached verdict, action and escalation; UnknownOperationError
     when no intent is recorded."""
-    row = conn.execute(HEAD_LOCKED if locked else HEAD, {"op": operation_id}).first()
-    if row is None:
+    found = DriverStatements.of(conn.dialect).select(conn, HEAD_LOCKED if locked else HEAD,
+                                                     {"op": operation_id})
+    if not found:
         raise unknown(operation_id)
-    return row
+    return found[0]
 
 
 def recorded(s: Session | Connection, ids: Sequence[str]
@@ -87,12 +89,13 @@ def recorded(s: Session | Connection, ids: Sequence[str]
     return attempts, evidence
 
 
-def facts_of(conn: Connection, row: Row[Any]) -> Facts:
+def facts_of(conn: Connection, row: Any) -> Facts:
     """Everything recorded about the operation of the intent row `row`, in recorded order."""
     params = {"op": row.operation_id}
+    driver = DriverStatements.of(conn.dialect)
     return Facts(rows.intent_of(row),
-                 tuple(rows.attempt_of(a) for a in conn.execute(ATTEMPTS, params)),
-                 tuple(rows.evidence_of(e) for e in conn.execute(EVIDENCE, params)))
+                 tuple(rows.attempt_of(a) for a in driver.select(conn, ATTEMPTS, params)),
+                 tuple(rows.evidence_of(e) for e in driver.select(conn, EVIDENCE, params)))
 
 
 def decide_in(conn: Connection, contracts: Contracts, operation_id: str, rule: Rule,
@@ -108,7 +111,8 @@ def decide_in(conn: Connection, contracts: Contracts, operation_id: str, rule: R
     verdict, action = decision.verdict.value, decision.next_action
     stale = (row.cached_verdict, row.cached_action) != (verdict, action)
     if stale and write:
-        conn.execute(CACHE, {"op": operation_id, "verdict": verdict, "action": action,
-                             "now": now, "due": None if row.escalated else scheduled.due_at})
+        DriverStatements.of(conn.dialect).execute(
+            conn, CACHE, {"op": operation_id, "verdict": verdict, "action": action,
+                          "now": now, "due": None if row.escalated else scheduled.due_at})
     changed = row.cached_verdict != verdict
     return Decided(Snapshot.of(facts), decision, row.escalated, changed), stale

@@ -108,11 +108,14 @@ class SqlStore:
     def engine(self, engine: Engine) -> None:
         """Another engine (a failover; a test's outage) takes the readers and the committer
         with it, so that no transaction goes on reaching the old one."""
+        previous: GroupCommitter | None = getattr(self, "_committer", None)
         self._engine = engine
         # Read transactions take no write lock: on SQLite a deferred BEGIN under WAL, where
         # readers and the writer never wait on each other (schema.make_engine).
         self._reader = engine.execution_options(**READING)
         self._committer = GroupCommitter(engine)
+        if previous is not None:
+            previous.close()  # the connection it holds goes back to the old engine's pool
 
     @contextmanager
     def session(self, *, read: bool = False) -> Iterator[Session]:
