@@ -66,18 +66,27 @@ class _Pending:
     committed: bool = False
     error: BaseException | None = None
 
-    def finish(self) -> None:
-        self.done = True
-        self.woken.set()
-        if self.future is not None:
-            # A loop that closed meanwhile has nobody left to answer.
-            with contextlib.suppress(RuntimeError):
-                self.future.get_loop().call_soon_threadsafe(_resolve, self.future)
+
+def _finish(batch: list[_Pending]) -> None:
+    """Wake everyone in `batch`: threads at once, callers on a loop with one callback per loop
+    (each wakes the loop's thread: one wake-up for the whole batch, not one per caller)."""
+    on_loops: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+    for pending in batch:
+        pending.done = True
+        if pending.future is None:
+            pending.woken.set()
+        else:
+            on_loops.setdefault(pending.future.get_loop(), []).append(pending.future)
+    for loop, futures in on_loops.items():
+        # A loop that closed meanwhile has nobody left to answer.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_resolve, futures)
 
 
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():  # cancelled: the caller went away (its write still committed)
-        future.set_result(None)
+def _resolve(futures: list[asyncio.Future[None]]) -> None:
+    for future in futures:
+        if not future.done():  # cancelled: the caller went away (its write still committed)
+            future.set_result(None)
 
 
 class GroupCommitter:
@@ -131,8 +140,7 @@ class GroupCommitter:
         try:
             self._run(batch)
         finally:
-            for pending in batch:
-                pending.finish()
+            _finish(batch)
             with self._lock:
                 if not self._queue:
                     self._leading = False
