@@ -5,9 +5,10 @@ they share one durable commit (one flush of the log to disk) instead of queueing
     caller B ── write ──▶ waits (A is committing)                               ──▶ returns
     caller C ── write ──▶ waits                                                 ──▶ returns
 
-There is no committer thread: the first caller to find nobody committing commits, for itself
-and everyone queued behind it, then hands the next batch to the first caller still waiting.
-A lone caller therefore commits straight away, with no hand-off between threads. Nobody is
+Callers on threads need no committer thread: the first caller to find nobody committing
+commits, for itself and everyone queued behind it, then hands the next batch to the first
+caller still waiting. A lone caller therefore commits straight away, with no hand-off
+between threads. Nobody is
 answered before the transaction holding their rows is committed; a caller whose rows fail
 (an existing key, a missing parent row) gets its own error, and the others still commit.
 
