@@ -170,7 +170,8 @@ def test_the_writer_thread_stops_when_the_engine_is_disposed(store: SqlStore) ->
     assert [s.operation_id for s in store.list_operations()] == ["op-1", "op-2"]
 
 
-def test_the_hot_routes_commit_on_the_writer_thread_on_sqlite(store_url: str) -> None:
+def test_the_hot_routes_commit_on_the_writer_thread_on_sqlite_on_worker_threads_on_pg(
+        store_url: str) -> None:
     """No request's write waits on a worker thread: on SQLite the routes run their ledger
     calls on the loop and the writer thread commits them (on PostgreSQL, worker threads)."""
     store = open_store(store_url)
