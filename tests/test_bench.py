@@ -48,7 +48,7 @@ def test_intent_recording_is_measured_against_raw_sqlite_for_one_and_eight_write
 def test_http_endpoints_are_measured_against_the_no_op_on_the_same_server(
         tmp_path: Path) -> None:
     outcome = run_tiny(over_http.run, tmp_path)
-    assert_measured(outcome, 4)
+    assert_measured(outcome, 9)
     assert any(label.startswith("no-op @") for label in outcome.latencies)
 
 
@@ -79,7 +79,7 @@ def test_scale_compares_lookups_on_two_store_sizes_and_samples_memory_while_swee
 def test_claims_compare_the_sweep_claim_on_two_store_sizes_on_sqlite_and_postgresql(
         tmp_path: Path) -> None:
     outcome = run_tiny(claims.run, tmp_path)
-    assert_measured(outcome, 4)
+    assert_measured(outcome, 9)
     assert {f.split(" ")[0] for f in outcome.figures} == {"SQLite", "PostgreSQL"}
 
 

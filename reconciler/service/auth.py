@@ -22,7 +22,7 @@ authenticates by its signature, which its route checks.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated
@@ -137,8 +137,11 @@ def principal(request: Request) -> Principal:
     return found
 
 
-def _requiring(permission: Permission) -> Callable[[Request], Principal]:
-    def require(request: Request) -> Principal:
+def _requiring(permission: Permission) -> Callable[[Request], Awaitable[Principal]]:
+    # A coroutine, though it awaits nothing: FastAPI runs a plain `def` dependency on its
+    # thread pool (fastapi/dependencies/utils.py, solve_dependencies), one thread hop per
+    # request for a check that touches nothing but the request's scope.
+    async def require(request: Request) -> Principal:
         caller = principal(request)
         if not caller.may(permission):
             needed = NEEDED[permission]

@@ -1,15 +1,22 @@
 """The /v1/operations routes (SPEC section 6): record facts, read verdicts, gate retries.
 
-Routes are plain `def`s: FastAPI runs them on its thread pool, so a slow store or a reconcile
-that waits on probes holds a worker thread, never the event loop. Operation ids may contain
+The hot routes (recording an intent or an attempt, the retry check, reading an operation) are
+coroutines that make their ledger call through `Wiring.call`: on SQLite in a greenlet on the
+event loop, its writes handed to the group committer's thread, so a request costs no hop to a
+worker thread (FastAPI runs a plain `def` route, and validates its response, on its thread
+pool: fastapi/routing.py, run_endpoint_function and serialize_response). The others stay plain
+`def`s on that thread pool, so a reconcile that waits on probes, or a list that reads a page,
+holds a worker thread, never the event loop. Operation ids may contain
 `/`, hence the `:path` converters; each route ends in its own literal segment, and the GET
 route's converter leaves those to them, so no two routes claim one path.
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from starlette.convertors import Convertor, register_url_convertor
@@ -25,6 +32,7 @@ from reconciler.domain import (
 )
 from reconciler.errors import IntentConflictError, RetryNotGrantedError
 from reconciler.gate import GateResult, RetryRequest
+from reconciler.ledger import Recorded
 from reconciler.metrics import ATTEMPTS, INTENTS, RETRY_DECISIONS
 from reconciler.schemas import (
     IDENT_PATTERN,
@@ -52,7 +60,9 @@ from reconciler.service.problems import (
     problem_responses,
 )
 from reconciler.service.views import retry_out, summary_out
-from reconciler.service.wiring import Wired
+from reconciler.service.wiring import Wired, Wiring
+
+Fact = TypeVar("Fact")
 
 RETRY_NOT_GRANTED = ProblemType("retry-not-granted", 409, "No retry grant for this attempt")
 
@@ -86,8 +96,8 @@ def _match(match: MatchIn | None) -> Match | None:
 @router.post("", status_code=201, response_model=OperationOut,
              responses={200: {"model": OperationOut, "description": "identical repeat"},
                         **problem_responses(409)})
-def record_intent(body: IntentIn, wiring: Wired, response: Response,
-                  caller: Worker) -> OperationOut:
+async def record_intent(body: IntentIn, wiring: Wired, response: Response,
+                        caller: Worker) -> OperationOut:
     """Record an intent before dispatch (the time is the server's)."""
     if body.operation_id.rpartition("/")[2] in ACTIONS and "/" in body.operation_id:
         raise ProblemError(VALIDATION, "an operation id cannot end in /" + "|".join(ACTIONS),
@@ -98,16 +108,27 @@ def record_intent(body: IntentIn, wiring: Wired, response: Response,
                     body.action, body.effect, wiring.ledger.clock(), body.run_id, body.tool_call_id,
                     dict(body.correlation))
     try:
-        recorded = wiring.ledger.record_intent(intent)
+        created, out = await wiring.call(_recorded, wiring, wiring.ledger.record_intent, intent)
     except IntentConflictError:
         INTENTS.labels(result="conflict").inc()
         raise
-    INTENTS.labels(result="created" if recorded.created else "repeat").inc()
-    if recorded.created:
+    INTENTS.labels(result="created" if created else "repeat").inc()
+    if created:
         wiring.providers.note_intent(intent.provider)
     else:
         response.status_code = 200
-    return wiring.operation_out(recorded.judgement)
+    return out
+
+
+def _recorded(wiring: Wiring, record: Callable[[Fact], Recorded], fact: Fact
+              ) -> tuple[bool, OperationOut]:
+    """`record(fact)`, and the operation as a client gets it (its facts may be read then)."""
+    recorded = record(fact)
+    return recorded.created, wiring.operation_out(recorded.judgement)
+
+
+def _judged(wiring: Wiring, operation_id: str) -> OperationOut:
+    return wiring.operation_out(wiring.ledger.judge(operation_id))
 
 
 @router.get("", response_model=OperationListOut)
@@ -133,16 +154,17 @@ def list_operations(wiring: Wired, query: Annotated[OperationQueryIn, Query()],
 
 @router.get("/{operation_id:readable_id}", response_model=OperationOut,
             responses=problem_responses(404))
-def get_operation(operation_id: OperationId, wiring: Wired, caller: Reader) -> OperationOut:
+async def get_operation(operation_id: OperationId, wiring: Wired,
+                        caller: Reader) -> OperationOut:
     """Intent, attempts, evidence timeline, verdict, findings and next action, decided now."""
-    return wiring.operation_out(wiring.ledger.judge(operation_id))
+    return await wiring.call(_judged, wiring, operation_id)
 
 
 @router.post("/{operation_id:path}/attempts", status_code=201, response_model=OperationOut,
              responses={200: {"model": OperationOut, "description": "identical repeat"},
                         **problem_responses(404, 409)})
-def record_attempt(operation_id: OperationId, body: AttemptIn, wiring: Wired,
-                   response: Response, caller: Worker) -> OperationOut:
+async def record_attempt(operation_id: OperationId, body: AttemptIn, wiring: Wired,
+                         response: Response, caller: Worker) -> OperationOut:
     """Record one dispatch and what the caller saw of it. Two phases: `dispatching` before the
     first byte leaves (attempt n>=2 presents its retry grant's `holder`), then the same attempt
     with its outcome. An identical repeat is 200; a different outcome for a closed attempt is
@@ -150,15 +172,17 @@ def record_attempt(operation_id: OperationId, body: AttemptIn, wiring: Wired,
     attempt = Attempt(operation_id, body.attempt, body.idempotency_key, body.request_hash,
                       wiring.ledger.time_of(body.at, ahead_ok=True), body.outcome, body.status,
                       _match(body.receipt))
+    record = functools.partial(wiring.gate.record_attempt, holder=body.holder,
+                               stamped=body.at is None)
     try:
-        recorded = wiring.gate.record_attempt(attempt, body.holder, stamped=body.at is None)
+        created, out = await wiring.call(_recorded, wiring, record, attempt)
     except RetryNotGrantedError as exc:
         raise ProblemError(RETRY_NOT_GRANTED, str(exc), operation_id=operation_id) from None
-    if recorded.created:
+    if created:
         ATTEMPTS.labels(outcome=attempt.outcome.value).inc()
     else:
         response.status_code = 200
-    return wiring.operation_out(recorded.judgement)
+    return out
 
 
 @router.post("/{operation_id:path}/evidence", status_code=201, response_model=OperationOut,
@@ -178,13 +202,13 @@ def record_evidence(operation_id: OperationId, body: EvidenceIn, wiring: Wired,
 
 @router.post("/{operation_id:path}/retry", response_model=RetryOut,
              responses=problem_responses(404, 409, 422))
-def ask_retry(operation_id: OperationId, body: RetryIn, wiring: Wired,
-              caller: Worker) -> RetryOut:
+async def ask_retry(operation_id: OperationId, body: RetryIn, wiring: Wired,
+                    caller: Worker) -> RetryOut:
     """Ask before a retry. 200 with `allowed` true (you hold the lease) or false; 409 while
     another caller holds the lease; 422 when the key or hash is not the intent's."""
     holder = body.holder or f"holder-{uuid.uuid4().hex}"
-    answer = wiring.gate.ask(RetryRequest(operation_id, body.idempotency_key, body.request_hash,
-                                      holder))
+    answer = await wiring.call(wiring.gate.ask, RetryRequest(
+        operation_id, body.idempotency_key, body.request_hash, holder))
     RETRY_DECISIONS.labels(result=answer.result.value).inc()
     out = retry_out(answer, holder)
     kind = {GateResult.IN_PROGRESS: RETRY_IN_PROGRESS,

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import Annotated, TypeVar, TypeVarTuple
 
+import anyio.to_thread
 from apscheduler.schedulers.background import BackgroundScheduler
 from fastapi import Depends, FastAPI, Request
+from sqlalchemy.util.concurrency import greenlet_spawn
 
 from probes.base import Probe
 from reconciler.errors import StoreUnavailableError
@@ -29,9 +31,13 @@ from reconciler.service.providers import ProviderNames
 from reconciler.service.settings import Settings, load_providers
 from reconciler.service.views import operation_out
 from reconciler.store.schema import leases_of, open_store
+from reconciler.store.sql import SqlStore
 from reconciler.sweep import ProbeLookup, Sweeper, sweep_periodically
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 #: How often the retention pass runs when `retain_settled_days` is set (each pass is bounded:
 #: prune.Retention's batches), the first time at start.
@@ -66,10 +72,32 @@ class Wiring:
     sweeper: Sweeper
     providers: ProviderNames = field(default_factory=lambda: ProviderNames(None))
     retention: Retention | None = None
+    #: The ledger's calls run on the event loop (`call`): a SQLite store.
+    on_loop: bool = False
 
     def operation_out(self, judgement: Judgement) -> OperationOut:
         """An operation as a client gets it."""
         return operation_out(judgement, judgement.escalated)
+
+    async def call(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
+        """`fn(*args)`, a synchronous call into the ledger, for an `async def` route: the one
+        seam between the routes and the synchronous store, in one of two ways.
+
+        On SQLite (`on_loop`) in a greenlet on the event loop (SQLAlchemy's `greenlet_spawn`,
+        sqlalchemy/util/concurrency.py, as its asyncio extension runs sync code): no thread
+        hop. Its reads are a local file's, short, and begun deferred (schema.make_engine), so
+        under WAL they wait on no writer; its writes go to the group committer, which queues
+        them for a thread to commit and switches back to the loop until they are
+        (store.commits). Nothing on this path takes the write lock on the loop.
+
+        On any other store on anyio's worker threads, as FastAPI runs a plain `def` route
+        (fastapi/routing.py, run_endpoint_function): a PostgreSQL read is a network round trip
+        that would hold the loop for its whole length, and a store kept elsewhere (in memory,
+        a test's) is not known to be as quick.
+        """
+        if self.on_loop:
+            return await greenlet_spawn(fn, *args)
+        return await anyio.to_thread.run_sync(fn, *args)
 
 
 def count_transition(judgement: Judgement) -> None:
@@ -94,9 +122,11 @@ def build_wiring(settings: Settings, ledger: Ledger | None,
     sweeper = Sweeper(ledger, leases, probes_for, policy)
     days = settings.retain_settled_days
     retention = None if days is None else Retention(ledger, timedelta(days=days))
+    on_loop = (isinstance(ledger.store, SqlStore)
+               and ledger.store.engine.dialect.name == "sqlite")
     return Wiring(settings, ledger, store, leases,
                   RetryGate(ledger, leases, settings.retry_lease_ttl_s), sweeper, names,
-                  retention)
+                  retention, on_loop)
 
 
 @asynccontextmanager
@@ -137,7 +167,8 @@ def _started() -> BackgroundScheduler:
     return scheduler
 
 
-def get_wiring(request: Request) -> Wiring:
+async def get_wiring(request: Request) -> Wiring:
+    # A coroutine so that FastAPI does not hop to its thread pool to run it (auth._requiring).
     runtime: Wiring = request.app.state.wiring
     return runtime
 

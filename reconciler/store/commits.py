@@ -5,11 +5,24 @@ they share one durable commit (one flush of the log to disk) instead of queueing
     caller B ── write ──▶ waits (A is committing)                               ──▶ returns
     caller C ── write ──▶ waits                                                 ──▶ returns
 
-There is no committer thread: the first caller to find nobody committing commits, for itself
-and everyone queued behind it, then hands the next batch to the first caller still waiting.
-A lone caller therefore commits straight away, with no hand-off between threads. Nobody is
-answered before the transaction holding their rows is committed; a caller whose rows fail
-(an existing key, a missing parent row) gets its own error, and the others still commit.
+Callers on threads need no committer thread: the first caller to find nobody committing
+commits, for itself and everyone queued behind it, then hands the next batch to the first
+caller still waiting. A lone caller therefore commits straight away, with no hand-off
+between threads. Nobody is answered before the transaction holding their rows is committed; a
+caller whose rows fail (an existing key, a missing parent row) gets its own error, and the
+others still commit.
+
+A caller on the event loop (a route running the ledger in a greenlet, `commit` finds itself
+inside SQLAlchemy's `greenlet_spawn`) must not lead: a transaction and its fsync would stall
+every request the loop serves. It queues its write and waits on an asyncio future, through
+SQLAlchemy's `await_` (sqlalchemy/util/concurrency.py: the greenlet switches back to the loop,
+which awaits the future and switches back with its result: what SQLAlchemy's own asyncio
+extension does around every driver call). Its batch is led by whoever leads anyway: a thread
+already committing (the sweep, a sync route) takes it into its batch; otherwise the
+committer's writer thread (started on first need, stopped when the engine is disposed) leads
+it, and goes on leading while the first caller still waiting is one on the loop. The future is
+resolved from the leading thread with `loop.call_soon_threadsafe`, once the transaction
+holding the write is committed or failed; errors reach the caller as a thread's.
 
 Only the leader of the moment runs a transaction, so the committer keeps one connection checked
 out for all of them: checking one out of the pool and back in per transaction (the pool's
@@ -21,13 +34,16 @@ checks out another, so a lost or replaced database is found on checkout as befor
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Executable
+from sqlalchemy import Connection, Engine, Executable, event
 from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.util.concurrency import await_, in_greenlet
 
 from reconciler.errors import StoreUnavailableError
 from reconciler.store.driver import DriverStatements
@@ -49,10 +65,36 @@ STORE_WIDE = (OperationalError, InterfaceError, StoreUnavailableError)
 @dataclass(eq=False, slots=True)
 class _Pending:
     write: Write
+    #: A caller on a thread: set when its batch is done, or when it is handed the next batch.
     woken: threading.Event = field(default_factory=threading.Event)
+    #: A caller on the event loop: resolved (on its loop) when its batch is done; it never
+    #: leads, so it is never handed a batch.
+    future: asyncio.Future[None] | None = None
     done: bool = False
     committed: bool = False
     error: BaseException | None = None
+
+
+def _finish(batch: list[_Pending]) -> None:
+    """Wake everyone in `batch`: threads at once, callers on a loop with one callback per loop
+    (each wakes the loop's thread: one wake-up for the whole batch, not one per caller)."""
+    on_loops: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+    for pending in batch:
+        pending.done = True
+        if pending.future is None:
+            pending.woken.set()
+        else:
+            on_loops.setdefault(pending.future.get_loop(), []).append(pending.future)
+    for loop, futures in on_loops.items():
+        # A loop that closed meanwhile has nobody left to answer.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_resolve, futures)
+
+
+def _resolve(futures: list[asyncio.Future[None]]) -> None:
+    for future in futures:
+        if not future.done():  # cancelled: the caller went away (its write still committed)
+            future.set_result(None)
 
 
 class GroupCommitter:
@@ -67,19 +109,37 @@ class GroupCommitter:
         self._driver = DriverStatements.of(engine.dialect)
         #: The leaders' connection (None: none checked out), only ever used by the leader.
         self._conn: Connection | None = None
-        self._closing = False
+        #: Give the connection back when the leader of the moment is done (see close).
+        self._give_back_after = False
+        #: The writer thread leads batches for callers on the event loop (see the module doc).
+        self._writer: threading.Thread | None = None
+        self._writer_turn = threading.Condition(self._lock)
+        self._writer_leads = False
+        self._stopping = False
+        event.listen(engine, "engine_disposed", lambda _engine: self.close())
 
     def commit(self, write: Write) -> None:
         """Run `write` in a transaction; return once that transaction is durably committed, or
-        raise what made it fail (nothing of `write` is then recorded)."""
-        me = _Pending(write)
-        with self._lock:
-            self._queue.append(me)
-            lead, self._leading = not self._leading, True
-        if not lead:
-            me.woken.wait()
-        if not me.done:  # nobody was committing, or the last leader handed over to me
-            self._lead()
+        raise what made it fail (nothing of `write` is then recorded). Called in a greenlet on
+        the event loop, it waits without blocking the loop."""
+        if in_greenlet():
+            answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            me = _Pending(write, future=answered)
+            with self._lock:
+                self._queue.append(me)
+                if not self._leading:
+                    self._leading = True
+                    self._hand_to_writer()
+            await_(answered)
+        else:
+            me = _Pending(write)
+            with self._lock:
+                self._queue.append(me)
+                lead, self._leading = not self._leading, True
+            if not lead:
+                me.woken.wait()
+            if not me.done:  # nobody was committing, or the last leader handed over to me
+                self._lead()
         if not me.committed:
             raise me.error or StoreUnavailableError(
                 "receipt store unavailable: the commit was interrupted; nothing is known to "
@@ -92,24 +152,55 @@ class GroupCommitter:
         try:
             self._run(batch)
         finally:
-            for pending in batch:
-                pending.done = True
-                pending.woken.set()
+            _finish(batch)
             with self._lock:
-                if self._queue:
+                if not self._queue:
+                    self._leading = False
+                    if self._give_back_after:
+                        self._give_back_after = False
+                        self._give_back()
+                elif self._queue[0].future is None:
                     self._queue[0].woken.set()
                 else:
-                    self._leading = False
-                    if self._closing:
-                        self._give_back()
+                    self._hand_to_writer()
 
-    def close(self) -> None:
-        """Give the held connection back to the engine's pool (now, or when the leader of the
-        moment is done): the store has moved to another engine."""
+    def _hand_to_writer(self) -> None:
+        """The next batch is the writer thread's to lead (called holding the lock)."""
+        self._writer_leads = True
+        self._stopping = False
+        if self._writer is None:
+            self._writer = threading.Thread(target=self._write, daemon=True,
+                                            name="group committer")
+            self._writer.start()
+        self._writer_turn.notify()
+
+    def _write(self) -> None:
+        """The writer thread: leads each batch handed to it, until stopped with none handed."""
+        while True:
+            with self._lock:
+                while not self._writer_leads and not self._stopping:
+                    self._writer_turn.wait()
+                if not self._writer_leads:
+                    self._writer = None
+                    return
+                self._writer_leads = False
+            self._lead()
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Stop the writer thread once it has led what it was handed, and give the held
+        connection back to the pool (now, or when the leader of the moment is done): the engine
+        is being disposed of, or the store moves to another. Both start again on the next
+        commit."""
         with self._lock:
-            self._closing = True
-            if not self._leading:
+            self._stopping = True
+            self._writer_turn.notify()
+            writer = self._writer
+            if self._leading:
+                self._give_back_after = True
+            else:
                 self._give_back()
+        if writer is not None and writer is not threading.current_thread():
+            writer.join(timeout_s)
 
     def _give_back(self) -> None:
         if self._conn is not None:

@@ -92,6 +92,18 @@ DUE_ON_DISPATCH = (update(_STATE)
                           _STATE.c.verdict == Verdict.INDETERMINATE.value,
                           _STATE.c.escalated.is_(False))
                    .values(due_at=bindparam("at")))
+_ATTEMPT: Table = AttemptRow.__table__  # type: ignore[attr-defined]
+ATTEMPT_NUMBERED = sqlalchemy.select(_ATTEMPT).where(_ATTEMPT.c.operation_id == bindparam("op"),
+                                                     _ATTEMPT.c.number == bindparam("number"))
+#: The completion of an attempt recorded as dispatching, only while it still is.
+COMPLETE_ATTEMPT = (update(_ATTEMPT)
+                    .where(_ATTEMPT.c.id == bindparam("row"),
+                           _ATTEMPT.c.outcome == Outcome.DISPATCHING.value)
+                    .values(outcome=bindparam("outcome"), status=bindparam("status"),
+                            receipt_ref=bindparam("ref"), receipt_hash=bindparam("hash"),
+                            completed_at=bindparam("completed")))
+
+
 class SqlStore:
     """The store on one SQLAlchemy engine. Thread-safe: each call has its own transaction, and
     facts recorded at the same time by several threads share one commit (`GroupCommitter`)."""
@@ -146,15 +158,16 @@ class SqlStore:
             return True
         except IntegrityError:
             # The id is taken: a repeat, a conflict, or a race lost to another first recording.
-            # Compare against what is recorded.
+            # Compare against what is recorded (an intent never changes), in a read
+            # transaction: on SQLite a write one would wait for the write lock, on the event
+            # loop when a route runs this there (service.wiring.Wiring.call).
             pass
-        with self.session() as s:
-            existing = s.get(IntentRow, intent.operation_id)
-            assert existing is not None
-            if rows.intent_of(existing).same_identity(intent):
-                return False
-            s.execute(INSERT_EVIDENCE, rows.evidence_values(IntentConflict(
-                intent.operation_id, intent.at, intent.request_hash, intent.idempotency_key)))
+        with self.reading() as conn:
+            existing = decisions.head(conn, intent.operation_id)
+        if rows.intent_of(existing).same_identity(intent):
+            return False
+        self.commit([(INSERT_EVIDENCE, rows.evidence_values(IntentConflict(
+            intent.operation_id, intent.at, intent.request_hash, intent.idempotency_key)))])
         raise IntentConflictError(
             f"operation {intent.operation_id!r} is already recorded with request hash "
             f"{existing.request_hash} and key {existing.idempotency_key!r}; a different "
@@ -196,30 +209,39 @@ class SqlStore:
     def _settle_attempt(self, attempt: Attempt, due: dict[str, Any],
                         refused: IntegrityError) -> bool:
         """After the attempt's insert was refused: False for an identical repeat, True for
-        the completion of an open attempt (recorded here), AttemptConflictError otherwise."""
-        with self.session() as s:
-            self._require(s, attempt.operation_id)
-            existing = s.exec(select(AttemptRow).where(
-                AttemptRow.operation_id == attempt.operation_id,
-                AttemptRow.number == attempt.number)).first()
-            if existing is None:
-                raise refused
-            recorded = rows.attempt_of(existing)
-            if recorded.same_facts(attempt):
-                return False
-            if completes(recorded, attempt):
-                # Only while still open: of two different completions racing, one wins and
-                # the other finds the attempt closed (a conflict, below).
-                done = s.exec(update(AttemptRow).where(
-                    col(AttemptRow.id) == existing.id,
-                    col(AttemptRow.outcome) == Outcome.DISPATCHING.value).values(
-                    outcome=attempt.outcome.value, status=attempt.status,
-                    receipt_ref=attempt.receipt.provider_ref if attempt.receipt else None,
-                    receipt_hash=attempt.receipt.request_hash if attempt.receipt else None,
-                    completed_at=attempt.recorded_at))
-                if int(done.rowcount) == 1:
-                    s.execute(DUE_ON_DISPATCH, due)
-                    return True
+        the completion of an open attempt (recorded here), AttemptConflictError otherwise.
+        In the group committer's transaction: on SQLite a write transaction of its own would
+        wait for the write lock, on the event loop when a route runs this there
+        (service.wiring.Wiring.call)."""
+        settled: list[bool] = []
+
+        def settle(conn: Connection) -> None:
+            settled[:] = [self._settled(conn, attempt, due, refused)]
+
+        self.commit([settle])
+        return settled[0]
+
+    def _settled(self, conn: Connection, attempt: Attempt, due: dict[str, Any],
+                 refused: IntegrityError) -> bool:
+        decisions.head(conn, attempt.operation_id)
+        existing = conn.execute(ATTEMPT_NUMBERED, {"op": attempt.operation_id,
+                                                   "number": attempt.number}).first()
+        if existing is None:
+            raise refused
+        recorded = rows.attempt_of(existing)
+        if recorded.same_facts(attempt):
+            return False
+        if completes(recorded, attempt):
+            # Only while still open: of two different completions racing, one wins and
+            # the other finds the attempt closed (a conflict, below).
+            done = conn.execute(COMPLETE_ATTEMPT, {
+                "row": existing.id, "outcome": attempt.outcome.value, "status": attempt.status,
+                "ref": attempt.receipt.provider_ref if attempt.receipt else None,
+                "hash": attempt.receipt.request_hash if attempt.receipt else None,
+                "completed": attempt.recorded_at})
+            if int(done.rowcount) == 1:
+                conn.execute(DUE_ON_DISPATCH, due)
+                return True
         raise AttemptConflictError(
             f"attempt {attempt.number} of {attempt.operation_id!r} is already recorded with "
             "other facts; record the next attempt with the next number",
@@ -229,8 +251,8 @@ class SqlStore:
         try:
             self.commit([(INSERT_EVIDENCE, rows.evidence_values(evidence))])
         except IntegrityError:
-            with self.session() as s:
-                self._require(s, evidence.operation_id)
+            with self.reading() as conn:  # not the write lock: Wiring.call may run this on the loop
+                decisions.head(conn, evidence.operation_id)
             raise
 
     def facts(self, operation_id: str) -> Facts:
