@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import http.client
 import select
+import socket
 import ssl
 import zlib
 from collections.abc import Iterator, Mapping
@@ -159,7 +160,7 @@ class Connection:
                 http.client.HTTPSConnection(url.host, port, context=self._tls)
                 if url.scheme == "https" else http.client.HTTPConnection(url.host, port))
         conn.timeout = timeout
-        if conn.sock is not None and select.select([conn.sock], [], [], 0)[0]:
+        if conn.sock is not None and _readable(conn.sock):
             conn.close()  # idle yet readable: the server closed it (or broke the protocol)
         if conn.sock is None:
             try:
@@ -175,6 +176,16 @@ class Connection:
         return conn
 
 
+def _readable(sock: socket.socket) -> bool:
+    # poll, not select: select refuses a descriptor past FD_SETSIZE (1024), which a busy
+    # service process reaches. (Windows has no poll, and no such limit on one socket.)
+    if not hasattr(select, "poll"):
+        return bool(select.select([sock], [], [], 0)[0])
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 def _send(conn: http.client.HTTPConnection, method: str, url: httpx.URL,
           headers: Mapping[str, str]) -> None:
     try:
@@ -187,6 +198,10 @@ def _send(conn: http.client.HTTPConnection, method: str, url: httpx.URL,
         raise httpx.WriteTimeout("timed out sending") from None
     except OSError as exc:
         raise httpx.WriteError(type(exc).__name__) from None
+    except (http.client.HTTPException, ValueError) as exc:
+        # A header value http.client refuses (a line break, a character outside Latin-1):
+        # what httpx calls a local protocol error, a failed read and never a traceback.
+        raise httpx.LocalProtocolError(type(exc).__name__) from None
 
 
 def _receive(conn: http.client.HTTPConnection) -> http.client.HTTPResponse:

@@ -267,3 +267,12 @@ def test_httpx_is_used_for_an_injected_transport_or_a_proxy(
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     with Clients({}, None).client() as proxied:
         assert isinstance(proxied, httpx.Client)
+
+
+def test_a_header_value_with_a_line_break_is_a_failed_read_never_sent(
+        serve: Callable[..., Server]) -> None:
+    server = serve(respond("200 OK", b"{}"))
+    with pytest.raises(FetchError, match="request failed: LocalProtocolError"):
+        get(lean(), server.url, {}, FAST, lambda: datetime.now(UTC),
+            headers={"X-Note": "one\r\nInjected: yes"})
+    assert server.heads == []
