@@ -153,12 +153,13 @@ class Connection:
         if url.scheme not in ("http", "https"):
             raise httpx.UnsupportedProtocol(f"unsupported scheme {url.scheme!r}")
         port = url.port or (443 if url.scheme == "https" else 80)
-        origin = (url.scheme, url.host, port)
+        host = url.raw_host.decode("ascii")  # IDNA-encoded, as httpx connects and sends it
+        origin = (url.scheme, host, port)
         conn = self._open.get(origin)
         if conn is None:
             conn = self._open[origin] = (
-                http.client.HTTPSConnection(url.host, port, context=self._tls)
-                if url.scheme == "https" else http.client.HTTPConnection(url.host, port))
+                http.client.HTTPSConnection(host, port, context=self._tls)
+                if url.scheme == "https" else http.client.HTTPConnection(host, port))
         conn.timeout = timeout
         if conn.sock is not None and _readable(conn.sock):
             conn.close()  # idle yet readable: the server closed it (or broke the protocol)
