@@ -82,6 +82,9 @@ class Response:
             headers[key] = f"{headers[key]}, {value}" if key in headers else value
         self.headers = headers
 
+    def close(self) -> None:
+        self._raw.close()
+
     @property
     def complete(self) -> bool:
         """Whether the body was read to its end (http.client then lets go of it)."""
@@ -142,6 +145,7 @@ class Connection:
             yield response
         finally:
             if not response.complete:
+                response.close()  # a response that will close holds the socket itself
                 conn.close()
 
     def close(self) -> None:
