@@ -10,6 +10,11 @@ not (an authoritative zero), so each is decided by its first probe.
 A second baseline, measured in the same run, is the probes alone: the same N reads through the
 same probe objects with the same concurrency, with no store. What the sweep takes beyond it is
 the store and the bookkeeping.
+
+The sandbox is a Python server (FastAPI on uvicorn) sharing the machine's cores with this
+process, so its CPU time is read from /proc/<pid>/stat before and after each phase and printed
+next to this process's: the share of the wall time that is the fake provider's, not the
+product's.
 """
 
 from __future__ import annotations
@@ -44,7 +49,10 @@ from reconciler.store.schema import open_store
 from reconciler.sweep import Sweeper
 
 NAME = "reconcile"
-TARGET = 1.25
+#: Issue 16's "done when": the sweep within 2.5x the bound on an idle machine. (An older
+#: issue aimed at 1.25x; printed as a note.)
+TARGET = 2.5
+EARLIER_TARGET = 1.25
 LATENCY_S = 0.020
 CONCURRENCY = 64
 
@@ -70,19 +78,24 @@ def run(ctx: Context) -> Outcome:
 
         with step("probes alone (no store)"):
             targets = [ProbeTarget.of(intent_of(op, utcnow())) for op in operations]
+            alone_cpu, alone_sandbox = time.process_time(), sandbox.cpu_s()
             started = time.perf_counter()
             with ThreadPoolExecutor(CONCURRENCY) as pool:
                 list(pool.map(probes[0].probe, targets))
             probes_only = time.perf_counter() - started
+            alone_cpu = time.process_time() - alone_cpu
+            alone_sandbox = sandbox.cpu_s() - alone_sandbox
         with step("sweeping"):
             since = utcnow()
-            meter, cpu = BusyMeter(), time.process_time()
+            meter, cpu, sandbox_cpu = BusyMeter(), time.process_time(), sandbox.cpu_s()
             started = time.perf_counter()
             rounds = 0
             while sweeper.sweep():
                 rounds += 1
             swept = time.perf_counter() - started
             cpu, busy = time.process_time() - cpu, meter.busy()
+            sandbox_cpu = sandbox.cpu_s() - sandbox_cpu
+        sweeper.close()
         reads = httpx.get(sandbox.url + READS_PATH, timeout=10).json()
     decided = verdict_counts(store.engine)
     to_verdict = Percentiles.of(decided_after(store.engine, since))
@@ -97,14 +110,20 @@ def run(ctx: Context) -> Outcome:
                          "(one per operation by the probes alone, one by the sweep)")
     out.figure(f"bound N x latency / concurrency: {bound:.2f} s")
     out.figure(f"probes alone, no store: {probes_only:.2f} s ({count / probes_only:,.0f} "
-               "reads/s)")
+               f"reads/s); CPU {alone_cpu / count * 1000:.2f} ms per read in this process, "
+               f"{alone_sandbox / count * 1000:.2f} ms in the sandbox")
     out.figure(f"sweep: {swept:.2f} s ({count / swept:,.0f} operations/s, {rounds} sweeps of "
                f"up to {sweeper.policy.batch}); every operation decided by its first probe "
                f"({decided})")
     out.figure(f"from the sweep's start to each verdict: {to_verdict.render()}")
-    out.figure(f"sweep CPU in this process: {cpu:.1f} s ({cpu / count * 1000:.1f} ms per "
+    out.figure(f"sweep CPU in this process: {cpu:.1f} s ({cpu / count * 1000:.2f} ms per "
                f"operation); all cores {busy:.0%} busy while sweeping")
+    out.figure(f"sandbox server CPU while sweeping: {sandbox_cpu:.1f} s "
+               f"({sandbox_cpu / count * 1000:.2f} ms per read), one core busy "
+               f"{sandbox_cpu / swept:.0%} of the sweep's wall time")
     out.ratio("sweep wall time vs the bound", swept / bound, TARGET, higher_is_better=False)
     out.notes.append(f"probes alone take {probes_only / bound:.2f}x the bound: that much is "
                      "the HTTP client, the sandbox and the machine, not the store")
+    out.notes.append(f"the target is issue 16's, on an idle machine; an earlier one was "
+                     f"{EARLIER_TARGET:g}x (this run: {swept / bound:.2f}x)")
     return out

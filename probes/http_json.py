@@ -33,7 +33,7 @@ from probes.matching import Found, UnusableResponse
 from probes.pagination import Cut
 from probes.spec import HttpJsonSpec
 from probes.templates import MissingValue
-from probes.transport import Clients, FetchError, Reply, get
+from probes.transport import Clients, FetchError, Reply, Session, get
 from reconciler.domain import Authority, Match, Observation, Receipt
 
 #: What a provider's error code looks like; anything else (a message) is never quoted.
@@ -79,7 +79,7 @@ class HttpJsonProbe:
         except (MissingCredential, MissingValue, FetchError, UnusableResponse) as exc:
             return self._unavailable(target, str(exc))
 
-    def _fetch(self, session: httpx.Client, url: str, params: Mapping[str, str],
+    def _fetch(self, session: Session, url: str, params: Mapping[str, str],
                headers: Mapping[str, str], deadline: float) -> Reply:
         return get(session, url, params, self.spec.policy, self._clock, deadline=deadline,
                    headers=headers, budget=self.spec.budget)
@@ -151,7 +151,7 @@ class HttpJsonProbe:
         value = body.get(flag) if isinstance(body, dict) else None
         return f"the provider marked the answer incomplete ({flag})" if value is True else None
 
-    def _means_zero(self, session: httpx.Client, reply: Reply, target: ProbeTarget,
+    def _means_zero(self, session: Session, reply: Reply, target: ProbeTarget,
                     headers: Mapping[str, str], deadline: float) -> bool:
         """Whether a 404 says "no such object" (and not "no such route", nor "not in the
         account or mode this key reads"): its body passes the checks, then each confirm read."""

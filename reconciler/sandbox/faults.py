@@ -81,8 +81,8 @@ def _delay_seconds(value: str) -> float:
     return seconds
 
 
-def requested_faults(request: Request,
-                     x_sandbox_fault: Annotated[str | None, Header()] = None) -> Faults:
+async def requested_faults(request: Request,
+                           x_sandbox_fault: Annotated[str | None, Header()] = None) -> Faults:
     """Dependency: the faults a write asked for (the header), else those armed for the next
     write under its provider's root (`POST /_sandbox/faults`), else none."""
     if x_sandbox_fault is None:

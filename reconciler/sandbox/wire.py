@@ -31,7 +31,10 @@ class ProviderError(Exception):
         return JSONResponse(self.body, self.status_code, headers=self.headers)
 
 
-def sandbox_state(request: Request) -> SandboxState:
+# The dependencies here and in faults.py are `async def` though they never await: FastAPI runs
+# a plain `def` dependency on its thread pool (https://fastapi.tiangolo.com/async/, "Dependencies"),
+# one thread hop each, which was most of what a sandbox read cost.
+async def sandbox_state(request: Request) -> SandboxState:
     state: SandboxState = request.app.state.sandbox
     return state
 
@@ -39,7 +42,7 @@ def sandbox_state(request: Request) -> SandboxState:
 State = Annotated[SandboxState, Depends(sandbox_state)]
 
 
-def reads_available(request: Request, state: State) -> None:
+async def reads_available(request: Request, state: State) -> None:
     """Router dependency: with `read_unavailable`, every GET under a provider fails; with
     `rate_limited_s`, every read answers its provider's rate limit."""
     config = state.config

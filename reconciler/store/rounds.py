@@ -47,28 +47,31 @@ def conclude(s: Session, store: SqlStore, holder: str, rounds: Sequence[Round], 
     if not rounds:
         return []
     ids = [r.intent.operation_id for r in rounds]
+    # Every statement is a prebuilt Core one on the session's connection: through the ORM
+    # session's execute each cost more than its SQL.
+    conn = s.connection()
     # Locked first, in one order: a concurrent decision on these operations waits for this one,
     # and two sweepers whose leases overlapped cannot deadlock. What is read here is what every
     # row holds until the commit, so writing a column back unchanged is safe.
-    states = {row.operation_id: row for row in s.execute(_LOCK_STATES, {"ids": ids})}
+    states = {row.operation_id: row for row in conn.execute(_LOCK_STATES, {"ids": ids})}
     appended = [rows.evidence_values(e) for r in rounds for e in r.evidence]
     if appended:
-        s.execute(INSERT_EVIDENCE, appended)
-    attempts, evidence = recorded(s, ids)
+        conn.execute(INSERT_EVIDENCE, appended)
+    attempts, evidence = recorded(conn, ids)
     concluded, updates = [], []
     for r in rounds:
         op = r.intent.operation_id
         # Intents never change once recorded: the claimed one is the stored one.
         facts = Facts(r.intent, tuple(attempts[op]), tuple(evidence[op]))
         state = states[op]  # born with the intent (record_intent); the lease was on it
-        scheduled = rule(summarize(facts), store.contract_in(s, r.intent.provider),
+        scheduled = rule(summarize(facts), store.contract_in(conn, r.intent.provider),
                          state.probe_count + 1)
         updates.append(_concluded_state(state, scheduled, now,
                                         leased=state.lease_holder == holder))
         concluded.append(Conclusion(Snapshot.of(facts), scheduled.decision, state.escalated,
                                     scheduled.escalate,
                                     changed=state.verdict != scheduled.decision.verdict.value))
-    s.connection().execute(_UPDATE_STATE, updates)
+    conn.execute(_UPDATE_STATE, updates)
     return concluded
 
 

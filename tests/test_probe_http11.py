@@ -1,0 +1,284 @@
+"""The lean HTTP/1.1 client under the probe framework (probes/http11.py), on the wire: bodies
+framed every way HTTP/1.1 frames them, decoded, capped while read; keep-alive only after an
+answer read to its end; timeouts; HTTPS verified; redirects never followed; the URL and headers
+httpx would have sent; and when httpx is used instead (an injected transport, a proxy)."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from probes.http11 import Connection
+from probes.transport import Clients, FetchError, RetryPolicy, _tls, get
+
+#: Bound on every wait here; none is expected to come near it.
+PATIENCE_S = 10
+FAST = RetryPolicy(tries=2, backoff_s=0, timeout_s=0.5, deadline_s=2, max_bytes=1000)
+
+#: What the server answers to one request head: the bytes to send, and whether to close after.
+Answer = Callable[[bytes], tuple[bytes, bool]]
+
+
+def respond(status: str, body: bytes, *headers: str, close: bool = False) -> Answer:
+    head = "\r\n".join([f"HTTP/1.1 {status}", f"Content-Length: {len(body)}", *headers])
+    return lambda request: ((head + "\r\n\r\n").encode() + body, close)
+
+
+class Server:
+    """A loopback HTTP/1.1 server answering each request with the next of `answers` (the last
+    one again when they run out); it notes the request heads and counts the connections."""
+
+    def __init__(self, answers: list[Answer], tls: ssl.SSLContext | None = None) -> None:
+        self.answers, self.tls = answers, tls
+        self.heads: list[bytes] = []
+        self.connections = 0
+        #: Set each time the server has closed a connection.
+        self.closed = threading.Event()
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self._sock.getsockname()[1]}"
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            if self.tls:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            conn.settimeout(PATIENCE_S)
+            buffered = b""
+            while True:
+                while b"\r\n\r\n" not in buffered:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        return
+                    buffered += chunk
+                head, _, buffered = buffered.partition(b"\r\n\r\n")
+                self.heads.append(head)
+                answer = self.answers[min(len(self.heads), len(self.answers)) - 1]
+                data, close = answer(head)
+                conn.sendall(data)
+                if close:
+                    return
+        except (OSError, ssl.SSLError):
+            return
+        finally:
+            conn.close()
+            self.closed.set()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Server]]:
+    started: list[Server] = []
+
+    def start(*answers: Answer, tls: ssl.SSLContext | None = None) -> Server:
+        started.append(Server(list(answers), tls))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.close()
+
+
+def fetch(session: Connection | httpx.Client, url: str, policy: RetryPolicy = FAST,
+          params: dict[str, str] | None = None) -> tuple[int, bytes]:
+    reply = get(session, url, params or {}, policy, lambda: datetime.now(UTC))
+    return reply.status, reply.content
+
+
+def lean() -> Connection:
+    return Connection({}, _tls())
+
+
+def test_content_length_chunked_and_read_to_close_bodies(serve: Callable[..., Server]) -> None:
+    chunked = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\n\r\n")
+    to_close = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end"
+    server = serve(respond("200 OK", b"framed"), lambda r: (chunked, False),
+                   lambda r: (to_close, True), respond("200 OK", b"again"))
+    session = lean()
+    assert fetch(session, server.url) == (200, b"framed")
+    assert fetch(session, server.url) == (200, b"hello, world")
+    assert fetch(session, server.url) == (200, b"until the end")
+    assert fetch(session, server.url) == (200, b"again")
+    # Kept alive through the framed answers; a new connection after the server closed one.
+    assert server.connections == 2
+
+
+def test_gzip_and_deflate_are_decoded(serve: Callable[..., Server]) -> None:
+    raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    raw = raw_deflate.compress(b"raw deflate") + raw_deflate.flush()
+    server = serve(respond("200 OK", gzip.compress(b"gzipped"), "Content-Encoding: gzip"),
+                   respond("200 OK", zlib.compress(b"zlib deflate"), "Content-Encoding: deflate"),
+                   respond("200 OK", raw, "Content-Encoding: deflate"),
+                   respond("200 OK", b"\x1f\x8bnot gzip", "Content-Encoding: gzip"))
+    session = lean()
+    assert fetch(session, server.url)[1] == b"gzipped"
+    assert fetch(session, server.url)[1] == b"zlib deflate"
+    assert fetch(session, server.url)[1] == b"raw deflate"
+    with pytest.raises(FetchError, match="request failed: DecodingError"):
+        fetch(session, server.url)
+
+
+def test_the_size_cap_holds_while_reading_and_on_what_a_body_expands_to(
+        serve: Callable[..., Server]) -> None:
+    bomb = gzip.compress(b"[" * 5_000_000)
+    assert len(bomb) < FAST.max_bytes * 10
+    server = serve(respond("200 OK", b"x" * 5000),
+                   respond("200 OK", bomb, "Content-Encoding: gzip"), respond("200 OK", b"small"))
+    session = lean()
+    with pytest.raises(FetchError, match="larger than 1000 bytes"):
+        fetch(session, server.url)
+    with pytest.raises(FetchError, match="larger than 1000 bytes"):
+        fetch(session, server.url)
+    # The unread rest of each answer went with its connection: the next GET opened a new one.
+    assert fetch(session, server.url) == (200, b"small")
+    assert server.connections == 3
+
+
+def test_an_answer_not_read_to_its_end_is_never_followed_on_its_connection(
+        serve: Callable[..., Server]) -> None:
+    server = serve(respond("503 Service Unavailable", b"busy" * 100), respond("200 OK", b"ok"))
+    session = lean()
+    # The 503 is retried without reading its body: the retry goes on a new connection.
+    assert fetch(session, server.url) == (200, b"ok")
+    assert len(server.heads) == 2 and server.connections == 2
+
+
+def test_a_connection_the_server_closed_while_idle_is_not_reused(
+        serve: Callable[..., Server]) -> None:
+    server = serve(respond("200 OK", b"one", close=True), respond("200 OK", b"two"))
+    session = lean()
+    assert fetch(session, server.url) == (200, b"one")
+    # Once the server has closed it (a request sent while it closes fails as ReadError: a try
+    # spent, and the retry reconnects), the next GET opens another at once, in one try.
+    assert server.closed.wait(PATIENCE_S)
+    assert fetch(session, server.url, RetryPolicy(tries=1, timeout_s=1)) == (200, b"two")
+    assert server.connections == 2
+
+
+def test_a_body_cut_short_of_its_length_is_transient_then_fails(
+        serve: Callable[..., Server]) -> None:
+    server = serve(lambda r: (b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort", True))
+    with pytest.raises(FetchError, match="RemoteProtocolError after 2 tries"):
+        fetch(lean(), server.url)
+
+
+def test_a_garbled_status_line_is_a_protocol_error(serve: Callable[..., Server]) -> None:
+    server = serve(lambda r: (b"\x00\xffNOT HTTP\r\n\r\n", True))
+    with pytest.raises(FetchError, match="RemoteProtocolError after 2 tries"):
+        fetch(lean(), server.url)
+
+
+def test_a_server_that_never_answers_times_out_within_the_policy(
+        serve: Callable[..., Server]) -> None:
+    release = threading.Event()
+    server = serve(lambda request: (b"", release.wait(PATIENCE_S)))
+    try:
+        with pytest.raises(FetchError, match="ReadTimeout after 2 tries"):
+            fetch(lean(), server.url)
+    finally:
+        release.set()
+
+
+def test_nothing_listening_is_a_connect_error() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(FetchError, match="ConnectError after 2 tries"):
+        fetch(lean(), f"http://127.0.0.1:{port}/")
+
+
+def test_a_redirect_is_the_answer_never_followed(serve: Callable[..., Server]) -> None:
+    server = serve(respond("302 Found", b"", "Location: http://elsewhere.invalid/"))
+    assert fetch(lean(), server.url) == (302, b"")
+    assert len(server.heads) == 1
+
+
+def test_the_url_and_headers_are_those_httpx_would_send(serve: Callable[..., Server]) -> None:
+    server = serve(respond("200 OK", b"{}"))
+    url = server.url + "/v1/charges/search?expand=data"
+    params = {"query": "metadata['operation_id']:'op 1'", "limit": "100"}
+    with Connection({"Authorization": "Bearer sk_test"}, _tls()).stream(
+            "GET", url, params=params, headers={"User-Agent": "mine"}, timeout=1) as answer:
+        assert b"".join(answer.iter_bytes()) == b"{}"
+    line, *fields = server.heads[0].decode().split("\r\n")
+    sent = {name.lower(): value for name, value in (f.split(": ", 1) for f in fields)}
+    expected = httpx.Client().build_request("GET", url, params=params)
+    assert line == f"GET {expected.url.raw_path.decode()} HTTP/1.1"
+    assert sent == {"host": expected.headers["host"], "accept": "*/*",
+                    "accept-encoding": "gzip, deflate", "connection": "keep-alive",
+                    "user-agent": "mine", "authorization": "Bearer sk_test"}
+
+
+def test_repeated_answer_headers_are_joined_as_httpx_joins_them(
+        serve: Callable[..., Server]) -> None:
+    server = serve(respond("200 OK", b"", "Link: <a>; rel=\"prev\"", "Link: <b>; rel=\"next\""))
+    reply = get(lean(), server.url, {}, FAST, lambda: datetime.now(UTC))
+    assert reply.headers["link"] == '<a>; rel="prev", <b>; rel="next"'
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_https_verifies_the_certificate(tmp_path: Path, serve: Callable[..., Server]) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True,
+                   timeout=60)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    server = serve(respond("200 OK", b"secure"), tls=tls)
+    assert server.url.startswith("https://")
+    trusting = ssl.create_default_context(cafile=str(cert))
+    assert fetch(Connection({}, trusting), server.url) == (200, b"secure")
+    # The probes' own context (the CA bundle) does not know this certificate.
+    with pytest.raises(FetchError, match="ConnectError after 2 tries"):
+        fetch(lean(), server.url)
+
+
+def test_httpx_is_used_for_an_injected_transport_or_a_proxy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                 "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with Clients({}, None).client() as plain:
+        assert isinstance(plain, Connection)
+    mock = httpx.MockTransport(lambda request: httpx.Response(200))
+    with Clients({}, mock).client() as injected:
+        assert isinstance(injected, httpx.Client)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    with Clients({}, None).client() as proxied:
+        assert isinstance(proxied, httpx.Client)
+
+
+def test_a_header_value_with_a_line_break_is_a_failed_read_never_sent(
+        serve: Callable[..., Server]) -> None:
+    server = serve(respond("200 OK", b"{}"))
+    with pytest.raises(FetchError, match="request failed: LocalProtocolError"):
+        get(lean(), server.url, {}, FAST, lambda: datetime.now(UTC),
+            headers={"X-Note": "one\r\nInjected: yes"})
+    assert server.heads == []
