@@ -79,7 +79,7 @@ def test_scale_compares_lookups_on_two_store_sizes_and_samples_memory_while_swee
 def test_claims_compare_the_sweep_claim_on_two_store_sizes_on_sqlite_and_postgresql(
         tmp_path: Path) -> None:
     outcome = run_tiny(claims.run, tmp_path)
-    assert_measured(outcome, 9)
+    assert_measured(outcome, 4)
     assert {f.split(" ")[0] for f in outcome.figures} == {"SQLite", "PostgreSQL"}
 
 
