@@ -17,6 +17,10 @@ from databases import pg_schema, pg_unreachable
 from service_harness import LOOPBACK
 
 REPLICAS, TRIES = 4, 10
+#: Each replica's pool is opened at start (settings.db_pool_size, 16 by default): four of them
+#: beside the other test worker's PostgreSQL tests come near the server's 100 connections, and
+#: the race under test is the migration's, not the pool's.
+POOL_SIZE = 2
 #: Every wait is bounded: a replica stuck on the lock (the race's other symptom) fails the try.
 DEADLINE_S = 45.0
 
@@ -25,8 +29,8 @@ def start_replica(url: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "reconciler", "serve", "--db", url, "--host", LOOPBACK,
          "--port", "0", "--sweep-interval-s", "0", "--log-level", "warning"],
-        env={k: v for k, v in os.environ.items() if not k.startswith("RECONCILER_")
-             or k == "RECONCILER_RUN_KEY"},
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("RECONCILER_")
+                or k == "RECONCILER_RUN_KEY"}, "RECONCILER_DB_POOL_SIZE": str(POOL_SIZE)},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
