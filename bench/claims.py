@@ -85,8 +85,7 @@ def seeded(url: str, prefix: str, settled: int, never: int, due: int) -> Iterato
         seeder.settled(ids(f"{prefix}-s", settled))
         seeder.undispatched(ids(f"{prefix}-n", never))
         seeder.due(ids(f"{prefix}-d", due))
-        with store.engine.begin() as conn:
-            conn.exec_driver_sql("ANALYZE")  # as autovacuum / a long-running store would have
+        seeder.analyze()
         yield store
     finally:
         store.engine.dispose()

@@ -111,6 +111,7 @@ def seed(url: str, prefix: str, stored: int, undecided: int, escalated: int) -> 
     with store.engine.begin() as conn:  # as a sweeper leaves them: escalated, still undecided
         conn.execute(update(state).where(state.c.operation_id.in_(due[:escalated]))
                      .values(escalated=True))
+    seeder.analyze()
     store.engine.dispose()
 
 

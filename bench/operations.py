@@ -88,6 +88,14 @@ class Seeder:
         self.engine = engine
         self.at = at or utcnow()
 
+    def analyze(self) -> None:
+        """Bring the planner's statistics up to date, as autovacuum (or a long-running store)
+        would have: right after a bulk seed PostgreSQL plans from an empty table's, and a
+        ?provider= page of 100,000 operations read and sorted every match (158 ms, 2 ms after
+        ANALYZE)."""
+        with self.engine.begin() as conn:
+            conn.exec_driver_sql("ANALYZE")
+
     def due(self, ids: Sequence[str]) -> None:
         attempt_at = self.at - timedelta(seconds=CONTRACT.visibility_lag_s + 1)
         intent_at = attempt_at - timedelta(seconds=1)
