@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -128,16 +128,24 @@ class SqlStore:
         return self._attempt(attempt, due_at, None)[0]
 
     def record_attempt_and_decide(self, attempt: Attempt, rule: Rule, now: datetime, *,
-                                  due_at: datetime | None = None) -> tuple[bool, Decided]:
-        created, decided = self._attempt(attempt, due_at, (rule, now))
+                                  due_at: datetime | None = None,
+                                  guard: Callable[[Connection], object] | None = None
+                                  ) -> tuple[bool, Decided]:
+        """`guard`: run first in the same transaction; what it raises records nothing (the
+        retry grant an opening attempt needs, SqlLeases.record_granted_attempt)."""
+        created, decided = self._attempt(attempt, due_at, (rule, now), guard)
         assert decided is not None
         return created, decided
 
     def _attempt(self, attempt: Attempt, due_at: datetime | None,
-                 deciding: tuple[Rule, datetime] | None) -> tuple[bool, Decided | None]:
+                 deciding: tuple[Rule, datetime] | None,
+                 guard: Callable[[Connection], object] | None = None
+                 ) -> tuple[bool, Decided | None]:
         """Record the attempt and, with `deciding`, decide in the same transaction."""
         due = attempts.due_of(attempt, due_at)
         write = attempts.recording(attempt, due)
+        if guard is not None:
+            write.insert(0, guard)
         decided: list[Decided] = []
         if deciding is not None:
             rule, now = deciding
