@@ -173,7 +173,7 @@ class SqlLeases:
         expires = now + timedelta(seconds=ttl_s)
         won: list[bool] = []
         self.store.commit([lambda conn: won.append(
-            _take_retry(conn, operation_id, holder, now, expires, attempt))])
+            _take_retry(conn, operation_id, holder, now, expires, attempt))], operation_id)
         return expires if won[-1] else None
 
     def grant_retry(self, operation_id: str, holder: str, rule: Rule, grantable: Grantable,
@@ -191,7 +191,7 @@ class SqlLeases:
                                                      number)
             answer[:] = [(decided, expires if won else None)]
 
-        self.store.commit([ask])
+        self.store.commit([ask], operation_id)
         return answer[0]
 
     def record_granted_attempt(self, attempt: Attempt, holder: str | None, rule: Rule,

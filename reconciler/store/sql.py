@@ -94,10 +94,11 @@ class SqlStore:
         with _reachable(), self._reader.begin() as conn:
             yield conn
 
-    def commit(self, write: Write) -> None:
-        """Run `write` durably, in a transaction shared with other threads' writes."""
+    def commit(self, write: Write, key: str = "") -> None:
+        """Run `write` durably, in a transaction shared with other threads' writes; `key`: the
+        operation whose rows it touches (`GroupCommitter.commit`)."""
         with _reachable():
-            self._committer.commit(write)
+            self._committer.commit(write, key)
 
     def record_intent(self, intent: Intent) -> bool:
         # The state row is born with the intent, so that deciding only ever updates it: two
@@ -105,7 +106,8 @@ class SqlStore:
         # known: indeterminate.
         try:
             self.commit([(INSERT_INTENT, rows.intent_values(intent)),
-                          (INSERT_STATE, rows.state_values(intent, *FIRST_DECISION))])
+                         (INSERT_STATE, rows.state_values(intent, *FIRST_DECISION))],
+                        intent.operation_id)
             return True
         except IntegrityError:
             # The id is taken: a repeat, a conflict, or a race lost to another first recording.
@@ -118,7 +120,8 @@ class SqlStore:
         if rows.intent_of(existing).same_identity(intent):
             return False
         self.commit([(INSERT_EVIDENCE, rows.evidence_values(IntentConflict(
-            intent.operation_id, intent.at, intent.request_hash, intent.idempotency_key)))])
+            intent.operation_id, intent.at, intent.request_hash, intent.idempotency_key)))],
+            intent.operation_id)
         raise IntentConflictError(
             f"operation {intent.operation_id!r} is already recorded with request hash "
             f"{existing.request_hash} and key {existing.idempotency_key!r}; a different "
@@ -156,7 +159,7 @@ class SqlStore:
 
             write.append(decide)
         try:
-            self.commit(write)
+            self.commit(write, attempt.operation_id)
             return True, decided[0] if decided else None
         except IntegrityError as exc:
             # No such operation, or the number is taken (a repeat, a conflict, a race lost to
@@ -174,12 +177,13 @@ class SqlStore:
         def settle(conn: Connection) -> None:
             settled[:] = [attempts.settle(conn, attempt, due, refused)]
 
-        self.commit([settle])
+        self.commit([settle], attempt.operation_id)
         return settled[0]
 
     def record_evidence(self, evidence: Evidence) -> None:
         try:
-            self.commit([(INSERT_EVIDENCE, rows.evidence_values(evidence))])
+            self.commit([(INSERT_EVIDENCE, rows.evidence_values(evidence))],
+                        evidence.operation_id)
         except IntegrityError:
             with self.reading() as conn:  # not the write lock: Wiring.call may run this on the loop
                 decisions.head(conn, evidence.operation_id)
@@ -220,7 +224,7 @@ class SqlStore:
         def decide(conn: Connection) -> None:
             again[:] = [decisions.decide_in(conn, self.contract_in, operation_id, rule, now)[0]]
 
-        self.commit([decide])
+        self.commit([decide], operation_id)
         return again[0]
 
     def contract_in(self, s: Session | Connection, provider: str) -> ProviderContract:
