@@ -31,6 +31,13 @@ class AttemptConflictError(ReconcilerError):
 class RetryNotGrantedError(ReconcilerError):
     """Attempt n>=2 without the unexpired retry grant for that number; ask /retry, do not send."""
 
+    @classmethod
+    def opening(cls, operation_id: str, number: int) -> RetryNotGrantedError:
+        """Opening attempt `number` was refused: no grant for it is held by the caller."""
+        return cls(f"attempt {number} of {operation_id!r} has no retry grant held by this "
+                   "caller (none asked, expired, or another's): do not send; ask /retry first "
+                   "(recorded as a refused retry)", operation_id=operation_id)
+
 
 class UnknownOperationError(ReconcilerError):
     """No intent is recorded for this operation id; record the intent before anything else."""

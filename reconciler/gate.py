@@ -123,18 +123,15 @@ class RetryGate:
         send. A repeat, or the completion of an open attempt, needs none (the grant was checked
         when it was opened); nor does an attempt reported only after the fact (one phase):
         it was sent, and refusing it would lose the evidence (the rules judge it)."""
-        if attempt.number >= 2 and attempt.outcome is Outcome.DISPATCHING:
-            facts = self.ledger.store.facts(attempt.operation_id)
-            if attempt.number not in {a.number for a in facts.attempts}:
-                now = self.ledger.clock()
-                grant = self.leases.retry_grant(attempt.operation_id, now)
-                if holder is None or grant != (holder, attempt.number):
-                    self.ledger.record_evidence(RefusedRetry(
-                        attempt.operation_id, now, attempt.request_hash,
-                        attempt.idempotency_key, holder or ""))
-                    raise RetryNotGrantedError(
-                        f"attempt {attempt.number} of {attempt.operation_id!r} has no retry "
-                        "grant held by this caller (none asked, expired, or another's): do not "
-                        "send; ask /retry first (recorded as a refused retry)",
-                        operation_id=attempt.operation_id)
-        return self.ledger.record_attempt(attempt, stamped=stamped)
+        if attempt.number < 2 or attempt.outcome is not Outcome.DISPATCHING:
+            return self.ledger.record_attempt(attempt, stamped=stamped)
+        try:
+            # The grant checked in the transaction that records the attempt: no grant can
+            # lapse or pass to another caller between the check and the recording.
+            return self.ledger.record_attempt(attempt, stamped=stamped, granted_by=self.leases,
+                                              holder=holder)
+        except RetryNotGrantedError:
+            self.ledger.record_evidence(RefusedRetry(
+                attempt.operation_id, self.ledger.clock(), attempt.request_hash,
+                attempt.idempotency_key, holder or ""))
+            raise

@@ -11,6 +11,7 @@ and the SQL store folds from the rows it read.
     record_* ─▶ Store ──┐
     judge ─────▶ Store.decide(decide, then due_after) ────────────▶ Judgement
     record_attempt ─▶ Store.record_attempt_and_decide (one transaction) ─▶ Judgement
+      (an opening under a retry grant: Leases.record_granted_attempt, the same with the check)
     judge_retry ────▶ Leases.grant_retry (decision + retry lease, one transaction)
     conclude ──▶ Leases.conclude(decide, then next_round) ──────▶ Judgements, claimed intents
 """
@@ -155,17 +156,24 @@ class Ledger:
                                  escalated=False, changed=True))
         return Recorded(created, self.judge(intent.operation_id))
 
-    def record_attempt(self, attempt: Attempt, *, stamped: bool = False) -> Recorded:
+    def record_attempt(self, attempt: Attempt, *, stamped: bool = False,
+                       granted_by: Leases | None = None, holder: str | None = None
+                       ) -> Recorded:
         """Record an attempt (an identical repeat is accepted, not new); AttemptConflictError
         when the number exists with other facts. `stamped`: the time is the ledger's, not the
         caller's, so a resend that differs from the recorded attempt only in its time is the
-        same attempt."""
+        same attempt. With `granted_by`, a new attempt needs the retry grant for its number
+        held by `holder` (`Leases.record_granted_attempt`: RetryNotGrantedError otherwise)."""
         at = self.clock()
         attempt = replace(attempt, recorded_at=at)
+        due_at = due_on_dispatch(attempt)
         try:
-            # The attempt and the decision it leads to, in one transaction.
-            created, decided = self.store.record_attempt_and_decide(
-                attempt, _decided, at, due_at=due_on_dispatch(attempt))
+            # The attempt and the decision it leads to (and the grant's check), in one
+            # transaction.
+            created, decided = (
+                self.store.record_attempt_and_decide(attempt, _decided, at, due_at=due_at)
+                if granted_by is None else
+                granted_by.record_granted_attempt(attempt, holder, _decided, at, due_at=due_at))
         except AttemptConflictError:
             if not stamped:
                 raise

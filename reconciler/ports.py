@@ -302,6 +302,15 @@ class Leases(Protocol):
         the lease's expiry (None: not granted, or another caller holds the lease)."""
         ...
 
+    def record_granted_attempt(self, attempt: Attempt, holder: str | None, rule: Rule,
+                               now: datetime, *, due_at: datetime | None = None
+                               ) -> tuple[bool, Decided]:
+        """In one transaction: unless its number is recorded already (a repeat, a completion),
+        `attempt` must be the one the unexpired retry lease held by `holder` allows
+        (RetryNotGrantedError otherwise, nothing recorded; UnknownOperationError without an
+        intent); then `Store.record_attempt_and_decide`, and what it answers."""
+        ...
+
 
 class Journal(Protocol):
     """Append-only run logs with optimistic appends (RunConflictError when the run moved on)."""

@@ -22,7 +22,12 @@ from reconciler.domain import (
     ProviderContract,
     Verdict,
 )
-from reconciler.errors import AttemptConflictError, IntentConflictError, UnknownOperationError
+from reconciler.errors import (
+    AttemptConflictError,
+    IntentConflictError,
+    RetryNotGrantedError,
+    UnknownOperationError,
+)
 from reconciler.ledger import Ledger
 from reconciler.ports import ERROR_CHARS, Delivery, Leases, Round, Scheduled, Store
 from reconciler.store.memory import MemoryStore
@@ -465,6 +470,40 @@ def test_a_retry_grant_is_given_with_the_decision_it_was_given_on(
     assert expires == t(34) and leases.retry_grant(OP, t(5)) == ("w1", 2)
     _, taken = leases.grant_retry(OP, "w2", decided, lambda f, d: 2, t(6), 30)
     assert taken is None and leases.retry_grant(OP, t(7)) == ("w1", 2)  # one holder
+
+
+def test_an_opening_attempt_is_recorded_only_under_its_holders_unexpired_grant(
+        store: Store, leases: Leases) -> None:
+    dispatched(store, OP)
+    opening = replace(attempt(2, 5, Outcome.DISPATCHING), recorded_at=t(5))
+
+    def refused(holder: str | None, now: datetime) -> None:
+        with pytest.raises(RetryNotGrantedError):
+            leases.record_granted_attempt(opening, holder, decided, now)
+        assert [a.number for a in store.facts(OP).attempts] == [1]  # nothing recorded
+
+    refused("w2", t(5))  # nobody asked
+    leases.acquire_retry(OP, "w2", t(2), 30, 3)
+    refused("w2", t(5))  # a grant for another number
+    leases.acquire_retry(OP, "w2", t(2), 30, 2)
+    refused("w1", t(5))  # another's grant
+    refused(None, t(5))  # no holder named
+    refused("w2", t(40))  # lapsed at t(32)
+    with pytest.raises(UnknownOperationError):
+        leases.record_granted_attempt(replace(opening, operation_id="nope"), "w2", decided,
+                                      t(5))
+    leases.acquire_retry(OP, "w2", t(41), 30, 2)
+    created, now_decided = leases.record_granted_attempt(opening, "w2", decided, t(42))
+    assert created is True and [a.number for a in now_decided.facts.attempts] == [1, 2]
+    assert now_decided.decision == decide(summarize(store.facts(OP)), CONTRACT, t(42))
+    # Recorded once: its repeat and its completion need no grant, even a lapsed one's.
+    again, _ = leases.record_granted_attempt(opening, None, decided, t(100))
+    assert again is False
+    done = replace(attempt(2, 5, Outcome.RESPONSE, status=200), recorded_at=t(101))
+    completed, then = leases.record_granted_attempt(done, "w9", decided, t(101))
+    assert completed is True and then.facts.attempts[-1].outcome is Outcome.RESPONSE
+    with pytest.raises(AttemptConflictError):
+        leases.record_granted_attempt(replace(done, status=500), None, decided, t(102))
 
 
 def test_an_attempt_is_recorded_with_the_decision_it_leads_to(store: Store) -> None:

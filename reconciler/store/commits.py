@@ -24,6 +24,16 @@ it, and goes on leading while the first caller still waiting is one on the loop.
 resolved from the leading thread with `loop.call_soon_threadsafe`, once the transaction
 holding the write is committed or failed; errors reach the caller as a thread's.
 
+A batch runs its writes in the order of their keys (the operation each write touches; arrival
+order among equal keys), not in arrival order. Every write touches one operation's rows, and
+callers in one batch are all still waiting, so any order of theirs is one the callers could
+have arrived in. What the order buys: on PostgreSQL each write locks its operation's state row
+(a decision's SELECT ... FOR UPDATE, an UPDATE) until the commit, so two replicas' batches
+holding the same two operations in crossed arrival orders each held one row and waited for the
+other's: a deadlock, which PostgreSQL breaks by failing one batch (503 for all its callers).
+In one order, the second batch waits for the first, as the sweep's claim and retention already
+lock rows in id order (store/rounds.py, SqlStore.remove_settled).
+
 Only the leader of the moment runs a transaction, so the committer keeps one connection checked
 out for all of them: checking one out of the pool and back in per transaction (the pool's
 events, a new `Connection`, the reset on return) cost more CPU than both inserts of an intent
@@ -65,6 +75,8 @@ STORE_WIDE = (OperationalError, InterfaceError, StoreUnavailableError)
 @dataclass(eq=False, slots=True)
 class _Pending:
     write: Write
+    #: Where the write goes in its batch's order (see the module doc).
+    key: str = ""
     #: A caller on a thread: set when its batch is done, or when it is handed the next batch.
     woken: threading.Event = field(default_factory=threading.Event)
     #: A caller on the event loop: resolved (on its loop) when its batch is done; it never
@@ -89,6 +101,10 @@ def _finish(batch: list[_Pending]) -> None:
         # A loop that closed meanwhile has nobody left to answer.
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(_resolve, futures)
+
+
+def _key(pending: _Pending) -> str:
+    return pending.key
 
 
 def _resolve(futures: list[asyncio.Future[None]]) -> None:
@@ -118,13 +134,14 @@ class GroupCommitter:
         self._stopping = False
         event.listen(engine, "engine_disposed", lambda _engine: self.close())
 
-    def commit(self, write: Write) -> None:
+    def commit(self, write: Write, key: str = "") -> None:
         """Run `write` in a transaction; return once that transaction is durably committed, or
-        raise what made it fail (nothing of `write` is then recorded). Called in a greenlet on
-        the event loop, it waits without blocking the loop."""
+        raise what made it fail (nothing of `write` is then recorded). `key`: the operation
+        whose rows `write` touches (its place in the batch). Called in a greenlet on the event
+        loop, it waits without blocking the loop."""
         if in_greenlet():
             answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            me = _Pending(write, future=answered)
+            me = _Pending(write, key, future=answered)
             with self._lock:
                 self._queue.append(me)
                 if not self._leading:
@@ -132,7 +149,7 @@ class GroupCommitter:
                     self._hand_to_writer()
             await_(answered)
         else:
-            me = _Pending(write)
+            me = _Pending(write, key)
             with self._lock:
                 self._queue.append(me)
                 lead, self._leading = not self._leading, True
@@ -208,6 +225,7 @@ class GroupCommitter:
             conn.close()
 
     def _run(self, batch: list[_Pending]) -> None:
+        batch = sorted(batch, key=_key)  # stable: arrival order among equal keys
         try:
             self._transaction([p.write for p in batch])
         except STORE_WIDE as exc:

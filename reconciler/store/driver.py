@@ -86,13 +86,14 @@ class DriverStatements:
                 shared = _SHARED[dialect] = cls(dialect)
             return shared
 
-    def execute(self, conn: Connection, statement: Executable, params: dict[str, Any]) -> None:
-        """Run `statement` with `params` in the transaction of `conn`."""
+    def execute(self, conn: Connection, statement: Executable, params: dict[str, Any]) -> int:
+        """Run `statement` with `params` in the transaction of `conn`; the rows it changed (the
+        driver's rowcount, as `CursorResult.rowcount` reports it)."""
         prepared = self._prepared_for(statement, params)
         if prepared is None:
-            conn.execute(statement, params)
-            return
-        self._run(conn, prepared, params, lambda cursor: None)
+            return int(conn.execute(statement, params).rowcount)
+        count: int = self._run(conn, prepared, params, lambda cursor: cursor.rowcount)
+        return count
 
     def select(self, conn: Connection, statement: Select[Any], params: dict[str, Any]
                ) -> Sequence[Any]:

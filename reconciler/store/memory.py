@@ -32,7 +32,12 @@ from reconciler.domain import (
     Verdict,
     completes,
 )
-from reconciler.errors import AttemptConflictError, IntentConflictError, UnknownOperationError
+from reconciler.errors import (
+    AttemptConflictError,
+    IntentConflictError,
+    RetryNotGrantedError,
+    UnknownOperationError,
+)
 from reconciler.ports import (
     ERROR_CHARS,
     FIRST_DECISION,
@@ -303,6 +308,16 @@ class MemoryStore:
             number = grantable(decided.facts, decided.decision)
             return decided, None if number is None else self.acquire_retry(
                 operation_id, holder, now, ttl_s, number)
+
+    def record_granted_attempt(self, attempt: Attempt, holder: str | None, rule: Rule,
+                               now: datetime, *, due_at: datetime | None = None
+                               ) -> tuple[bool, Decided]:
+        with self._lock:
+            if attempt.number not in self._require(attempt.operation_id).attempts and (
+                    holder is None
+                    or self.retry_grant(attempt.operation_id, now) != (holder, attempt.number)):
+                raise RetryNotGrantedError.opening(attempt.operation_id, attempt.number)
+            return self.record_attempt_and_decide(attempt, rule, now, due_at=due_at)
 
     def retry_grant(self, operation_id: str, now: datetime) -> tuple[str, int | None] | None:
         with self._lock:

@@ -2,48 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy
-from sqlalchemy import (
-    ColumnElement,
-    Connection,
-    Engine,
-    Insert,
-    Table,
-    and_,
-    bindparam,
-    case,
-    delete,
-    func,
-    insert,
-    not_,
-    or_,
-    update,
-)
+from sqlalchemy import Connection, Engine, Insert, Table, bindparam, delete, insert
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
-from reconciler.attention import MUST_ACT, RULES, Reason, reason_of
-from reconciler.domain import (
-    Attempt,
-    Evidence,
-    Facts,
-    Intent,
-    IntentConflict,
-    Outcome,
-    ProviderContract,
-    Verdict,
-    completes,
-)
-from reconciler.errors import (
-    AttemptConflictError,
-    IntentConflictError,
-    StoreUnavailableError,
-)
+from reconciler.domain import Attempt, Evidence, Facts, Intent, IntentConflict, ProviderContract
+from reconciler.errors import IntentConflictError, StoreUnavailableError
 from reconciler.ports import (
     FIRST_DECISION,
     Decided,
@@ -54,8 +24,8 @@ from reconciler.ports import (
     Waiting,
 )
 from reconciler.retention import SETTLED
-from reconciler.store import decisions, rows
-from reconciler.store.commits import GroupCommitter, Step, Write
+from reconciler.store import attempts, decisions, listing, rows
+from reconciler.store.commits import GroupCommitter, Write
 from reconciler.store.decisions import decide_in
 from reconciler.store.tables import (
     AttemptRow,
@@ -76,32 +46,13 @@ def _insert(model: Any) -> Insert:
 # unit of work.
 INSERT_INTENT = _insert(IntentRow)
 INSERT_STATE = _insert(StateRow)
-INSERT_ATTEMPT = _insert(AttemptRow)
 INSERT_EVIDENCE = _insert(EvidenceRow)
 INSERT_DELIVERY = _insert(WebhookDeliveryRow)
-_STATE: Table = StateRow.__table__  # type: ignore[attr-defined]
 _PROVIDER: Table = ProviderRow.__table__  # type: ignore[attr-defined]
 PROVIDER = sqlalchemy.select(_PROVIDER).where(_PROVIDER.c.name == bindparam("name"))
 #: The execution option of read transactions (schema.make_engine begins them deferred).
 READING_OPTION = "reconciler_reading"
 READING = {READING_OPTION: True}
-#: A dispatch makes an undecided operation due (`Store.record_attempt`), unless due earlier.
-DUE_ON_DISPATCH = (update(_STATE)
-                   .where(_STATE.c.operation_id == bindparam("op"),
-                          or_(_STATE.c.due_at.is_(None), _STATE.c.due_at > bindparam("at")),
-                          _STATE.c.verdict == Verdict.INDETERMINATE.value,
-                          _STATE.c.escalated.is_(False))
-                   .values(due_at=bindparam("at")))
-_ATTEMPT: Table = AttemptRow.__table__  # type: ignore[attr-defined]
-ATTEMPT_NUMBERED = sqlalchemy.select(_ATTEMPT).where(_ATTEMPT.c.operation_id == bindparam("op"),
-                                                     _ATTEMPT.c.number == bindparam("number"))
-#: The completion of an attempt recorded as dispatching, only while it still is.
-COMPLETE_ATTEMPT = (update(_ATTEMPT)
-                    .where(_ATTEMPT.c.id == bindparam("row"),
-                           _ATTEMPT.c.outcome == Outcome.DISPATCHING.value)
-                    .values(outcome=bindparam("outcome"), status=bindparam("status"),
-                            receipt_ref=bindparam("ref"), receipt_hash=bindparam("hash"),
-                            completed_at=bindparam("completed")))
 
 
 class SqlStore:
@@ -143,10 +94,11 @@ class SqlStore:
         with _reachable(), self._reader.begin() as conn:
             yield conn
 
-    def commit(self, write: Write) -> None:
-        """Run `write` durably, in a transaction shared with other threads' writes."""
+    def commit(self, write: Write, key: str = "") -> None:
+        """Run `write` durably, in a transaction shared with other threads' writes; `key`: the
+        operation whose rows it touches (`GroupCommitter.commit`)."""
         with _reachable():
-            self._committer.commit(write)
+            self._committer.commit(write, key)
 
     def record_intent(self, intent: Intent) -> bool:
         # The state row is born with the intent, so that deciding only ever updates it: two
@@ -154,7 +106,8 @@ class SqlStore:
         # known: indeterminate.
         try:
             self.commit([(INSERT_INTENT, rows.intent_values(intent)),
-                          (INSERT_STATE, rows.state_values(intent, *FIRST_DECISION))])
+                         (INSERT_STATE, rows.state_values(intent, *FIRST_DECISION))],
+                        intent.operation_id)
             return True
         except IntegrityError:
             # The id is taken: a repeat, a conflict, or a race lost to another first recording.
@@ -167,7 +120,8 @@ class SqlStore:
         if rows.intent_of(existing).same_identity(intent):
             return False
         self.commit([(INSERT_EVIDENCE, rows.evidence_values(IntentConflict(
-            intent.operation_id, intent.at, intent.request_hash, intent.idempotency_key)))])
+            intent.operation_id, intent.at, intent.request_hash, intent.idempotency_key)))],
+            intent.operation_id)
         raise IntentConflictError(
             f"operation {intent.operation_id!r} is already recorded with request hash "
             f"{existing.request_hash} and key {existing.idempotency_key!r}; a different "
@@ -177,17 +131,24 @@ class SqlStore:
         return self._attempt(attempt, due_at, None)[0]
 
     def record_attempt_and_decide(self, attempt: Attempt, rule: Rule, now: datetime, *,
-                                  due_at: datetime | None = None) -> tuple[bool, Decided]:
-        created, decided = self._attempt(attempt, due_at, (rule, now))
+                                  due_at: datetime | None = None,
+                                  guard: Callable[[Connection], object] | None = None
+                                  ) -> tuple[bool, Decided]:
+        """`guard`: run first in the same transaction; what it raises records nothing (the
+        retry grant an opening attempt needs, SqlLeases.record_granted_attempt)."""
+        created, decided = self._attempt(attempt, due_at, (rule, now), guard)
         assert decided is not None
         return created, decided
 
     def _attempt(self, attempt: Attempt, due_at: datetime | None,
-                 deciding: tuple[Rule, datetime] | None) -> tuple[bool, Decided | None]:
+                 deciding: tuple[Rule, datetime] | None,
+                 guard: Callable[[Connection], object] | None = None
+                 ) -> tuple[bool, Decided | None]:
         """Record the attempt and, with `deciding`, decide in the same transaction."""
-        due = {"op": attempt.operation_id, "at": due_at or attempt.at}
-        write: list[Step] = [(INSERT_ATTEMPT, rows.attempt_values(attempt)),
-                             (DUE_ON_DISPATCH, due)]
+        due = attempts.due_of(attempt, due_at)
+        write = attempts.recording(attempt, due)
+        if guard is not None:
+            write.insert(0, guard)
         decided: list[Decided] = []
         if deciding is not None:
             rule, now = deciding
@@ -198,7 +159,7 @@ class SqlStore:
 
             write.append(decide)
         try:
-            self.commit(write)
+            self.commit(write, attempt.operation_id)
             return True, decided[0] if decided else None
         except IntegrityError as exc:
             # No such operation, or the number is taken (a repeat, a conflict, a race lost to
@@ -208,48 +169,21 @@ class SqlStore:
 
     def _settle_attempt(self, attempt: Attempt, due: dict[str, Any],
                         refused: IntegrityError) -> bool:
-        """After the attempt's insert was refused: False for an identical repeat, True for
-        the completion of an open attempt (recorded here), AttemptConflictError otherwise.
-        In the group committer's transaction: on SQLite a write transaction of its own would
-        wait for the write lock, on the event loop when a route runs this there
-        (service.wiring.Wiring.call)."""
+        """After the attempt's insert was refused: `attempts.settle`, in the group committer's
+        transaction: on SQLite a write transaction of its own would wait for the write lock,
+        on the event loop when a route runs this there (service.wiring.Wiring.call)."""
         settled: list[bool] = []
 
         def settle(conn: Connection) -> None:
-            settled[:] = [self._settled(conn, attempt, due, refused)]
+            settled[:] = [attempts.settle(conn, attempt, due, refused)]
 
-        self.commit([settle])
+        self.commit([settle], attempt.operation_id)
         return settled[0]
-
-    def _settled(self, conn: Connection, attempt: Attempt, due: dict[str, Any],
-                 refused: IntegrityError) -> bool:
-        decisions.head(conn, attempt.operation_id)
-        existing = conn.execute(ATTEMPT_NUMBERED, {"op": attempt.operation_id,
-                                                   "number": attempt.number}).first()
-        if existing is None:
-            raise refused
-        recorded = rows.attempt_of(existing)
-        if recorded.same_facts(attempt):
-            return False
-        if completes(recorded, attempt):
-            # Only while still open: of two different completions racing, one wins and
-            # the other finds the attempt closed (a conflict, below).
-            done = conn.execute(COMPLETE_ATTEMPT, {
-                "row": existing.id, "outcome": attempt.outcome.value, "status": attempt.status,
-                "ref": attempt.receipt.provider_ref if attempt.receipt else None,
-                "hash": attempt.receipt.request_hash if attempt.receipt else None,
-                "completed": attempt.recorded_at})
-            if int(done.rowcount) == 1:
-                conn.execute(DUE_ON_DISPATCH, due)
-                return True
-        raise AttemptConflictError(
-            f"attempt {attempt.number} of {attempt.operation_id!r} is already recorded with "
-            "other facts; record the next attempt with the next number",
-            operation_id=attempt.operation_id)
 
     def record_evidence(self, evidence: Evidence) -> None:
         try:
-            self.commit([(INSERT_EVIDENCE, rows.evidence_values(evidence))])
+            self.commit([(INSERT_EVIDENCE, rows.evidence_values(evidence))],
+                        evidence.operation_id)
         except IntegrityError:
             with self.reading() as conn:  # not the write lock: Wiring.call may run this on the loop
                 decisions.head(conn, evidence.operation_id)
@@ -290,7 +224,7 @@ class SqlStore:
         def decide(conn: Connection) -> None:
             again[:] = [decisions.decide_in(conn, self.contract_in, operation_id, rule, now)[0]]
 
-        self.commit([decide])
+        self.commit([decide], operation_id)
         return again[0]
 
     def contract_in(self, s: Session | Connection, provider: str) -> ProviderContract:
@@ -308,33 +242,10 @@ class SqlStore:
                         provider: str | None = None, attention: bool | None = None,
                         run_id: str | None = None, after: str | None = None,
                         limit: int = 50) -> list[OperationSummary]:
-        """Operations in id order, `limit` at a time, starting after the `after` cursor. Each
-        filter leads an index that ends in the id (migration 0007): a page reads `limit` rows."""
-        query = select(IntentRow, StateRow).join(
-            StateRow, col(StateRow.operation_id) == col(IntentRow.operation_id))
-        if verdict is not None:
-            query = query.where(StateRow.verdict == verdict)
-        if provider is not None:
-            query = query.where(IntentRow.provider == provider)
-        if escalated is not None:
-            acting = _any_reason(MUST_ACT)
-            query = query.where(acting if escalated else not_(acting))
-        if attention is not None:
-            looking = _any_reason(frozenset(Reason))
-            query = query.where(looking if attention else not_(looking))
-        if run_id is not None:
-            query = query.where(IntentRow.run_id == run_id)
-        # The same id on both sides of the join; the cursor runs on the filtered table's, so
-        # the index it leads also gives the order (ordered by the state's id, a ?provider=
-        # page sorted every match: 400 ms at a million).
-        by_intent = (provider is not None or run_id is not None) and verdict is None \
-            and escalated is None and attention is None
-        cursor = col(IntentRow.operation_id) if by_intent else col(StateRow.operation_id)
-        if after is not None:
-            query = query.where(cursor > after)
-        query = query.order_by(cursor).limit(limit)
         with self.session(read=True) as s:
-            return [_summary(i, st) for i, st in s.exec(query).all()]
+            return listing.operations(s, verdict=verdict, escalated=escalated,
+                                      provider=provider, attention=attention, run_id=run_id,
+                                      after=after, limit=limit)
 
     def remove_settled(self, before: datetime, now: datetime, keep_unless: Removable, *,
                        after: str | None = None, limit: int = 500
@@ -362,20 +273,12 @@ class SqlStore:
         return removed, ids[-1] if len(ids) == limit else None
 
     def waiting_on_human(self) -> list[Waiting]:
-        reason = case(*[(_holds(needs), r.value) for r, needs in RULES])
-        query = (select(reason, func.count(), func.min(StateRow.updated_at))
-                 .where(_any_reason(frozenset(Reason))).group_by(reason).order_by(reason))
         with self.session(read=True) as s:
-            # min() keeps its argument's type: the times come back as UTC-aware datetimes.
-            return [Waiting(r, n, oldest) for r, n, oldest in s.execute(query).all()]
+            return listing.waiting_on_human(s)
 
     def providers(self, *, verdict: str | None = None) -> set[str]:
-        query = select(IntentRow.provider).distinct()
-        if verdict is not None:
-            query = query.join(StateRow, col(StateRow.operation_id) == col(
-                IntentRow.operation_id)).where(StateRow.verdict == verdict)
         with self.session(read=True) as s:
-            return set(s.exec(query).all())
+            return listing.providers(s, verdict=verdict)
 
     def record_delivery(self, delivery: Delivery, evidence: Evidence | None) -> bool:
         with self.session() as s:
@@ -410,29 +313,6 @@ class SqlStore:
         if intent is None:
             raise decisions.unknown(operation_id)
         return intent
-
-
-def _holds(needs: dict[str, str | bool]) -> ColumnElement[bool]:
-    """An attention rule's fields, as a condition on the state row."""
-    return and_(*[getattr(StateRow, name) == value for name, value in needs.items()])
-
-
-def _any_reason(reasons: frozenset[Reason]) -> ColumnElement[bool]:
-    """The reason is one of `reasons`: the first rule that holds decides the reason, so a rule
-    counts only where no earlier rule outside `reasons` holds."""
-    conditions = []
-    for n, (reason, needs) in enumerate(RULES):
-        if reason in reasons:
-            earlier = [_holds(e) for r, e in RULES[:n] if r not in reasons]
-            conditions.append(and_(_holds(needs), *[not_(c) for c in earlier]))
-    return or_(*conditions)
-
-
-def _summary(intent: IntentRow, state: StateRow) -> OperationSummary:
-    reason = reason_of(state.verdict, state.next_action, state.escalated)
-    return OperationSummary(intent.operation_id, intent.provider, intent.action, state.verdict,
-                            state.next_action, state.escalated, state.updated_at,
-                            reason.value if reason else None)
 
 
 @contextmanager
