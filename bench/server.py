@@ -5,7 +5,7 @@ routes, so that a ratio between them compares the product's work and nothing els
 pays what every hot route pays before its own work: the same middleware, the same
 authorization dependency (`Worker`, as the POST routes declare it), and a route lookup as
 short as theirs (it is first in the table; appended last, its lookup walked every router the
-service has, some 50 us of CPU a request that the hot routes, matched near the front, never
+service has, about 70 us of CPU a request that the hot routes, matched near the front, never
 pay). It reads no body: parsing one is the route's work.
 
     python -m bench.server    # settings from RECONCILER_*, as python -m reconciler.service.server

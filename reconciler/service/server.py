@@ -64,8 +64,9 @@ def settle_heap() -> None:
     """Move everything built so far (the modules, the app, the store's engine: about 165,000
     objects) out of the garbage collector's reach for good. Requests allocate enough that
     uvicorn's in-flight ones get promoted to the oldest generation, and each full collection
-    then walked the whole startup heap again: about 0.1 s every ~2,000 intents recorded, some
-    40 us per request (measured with gc.callbacks under the http benchmark). What is frozen
+    then walked the whole startup heap again: about 0.1 s every ~2,000 intents recorded
+    (measured with gc.callbacks under the http benchmark); frozen, the hot routes cost 30-95 us
+    less CPU per request (bench/README.md, http). What is frozen
     was built once and lives for the process (gc.freeze, docs.python.org/3/library/gc.html:
     "ignore them in all the future collections"); collect first so that no garbage is kept."""
     gc.collect()
