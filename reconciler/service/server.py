@@ -20,6 +20,7 @@ flight are served and more get 503 + Retry-After (service.admission); TLS when c
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 from collections.abc import Mapping
 from typing import TextIO
@@ -54,8 +55,22 @@ def serve(settings: Settings, *, out: TextIO | None = None) -> None:
     if settings.tls_cert is not None:
         url = url.replace("http://", "https://", 1)
     print(f"serving on {url}", file=out, flush=True)
+    settle_heap()
     uvicorn.Server(uvicorn_config(app, settings, log_level=settings.log_level,
                                   own_logging=False)).run(sockets=[sock])
+
+
+def settle_heap() -> None:
+    """Move everything built so far (the modules, the app, the store's engine: about 165,000
+    objects) out of the garbage collector's reach for good. Requests allocate enough that
+    uvicorn's in-flight ones get promoted to the oldest generation, and each full collection
+    then walked the whole startup heap again: about 0.1 s every ~2,000 intents recorded
+    (measured with gc.callbacks under the http benchmark); frozen, the hot routes cost 30-95 us
+    less CPU per request (bench/README.md, http). What is frozen
+    was built once and lives for the process (gc.freeze, docs.python.org/3/library/gc.html:
+    "ignore them in all the future collections"); collect first so that no garbage is kept."""
+    gc.collect()
+    gc.freeze()
 
 
 def uvicorn_config(app: FastAPI, settings: Settings, *, log_level: str = "info",
