@@ -2,7 +2,6 @@
 before their rows are committed, and one caller's refused rows never fail the others."""
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
@@ -16,9 +15,12 @@ from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
 
 from builders import OTHER_HASH, intent
+from sandbox_harness import wait_until
 
 #: Callers queued behind a held first commit.
 FOLLOWERS = 4
+#: The most a test waits for callers to get where it holds them.
+PATIENCE_S = 10.0
 
 
 @pytest.fixture
@@ -65,24 +67,16 @@ class HeldFirstCommit:
         (first, first_call), *rest = calls.items()
         threads = [threading.Thread(target=call, args=(first, first_call))]
         threads[0].start()
-        self._until(lambda: "commit" in self.log)
+        wait_until(lambda: "commit" in self.log, PATIENCE_S)
         threads += [threading.Thread(target=call, args=item) for item in rest]
         for thread in threads[1:]:
             thread.start()
-        self._until(lambda: len(self.store._committer._queue) == len(rest))
+        wait_until(lambda: len(self.store._committer._queue) == len(rest), PATIENCE_S)
         self.release.set()
         for thread in threads:
             thread.join(10)
         assert len(results) == len(calls)
         return results
-
-    @staticmethod
-    def _until(condition: Callable[[], bool]) -> None:
-        for _ in range(1000):
-            if condition():
-                return
-            time.sleep(0.01)
-        raise AssertionError("the callers never got there")
 
 
 def recorders(store: SqlStore, ops: list[str]) -> dict[str, Callable[[], object]]:

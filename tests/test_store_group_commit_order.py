@@ -5,8 +5,7 @@ one order, and the second waits for the first instead of deadlocking with it (st
 
 import contextlib
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from functools import partial
 
@@ -19,10 +18,13 @@ from reconciler.store.sql import SqlStore
 
 from builders import intent
 from databases import pg_schema, pg_unreachable
+from sandbox_harness import wait_until
 
 OPS = ["op-1", "op-2"]
 #: How long a batch that holds its first row waits for the other batch to hold one too.
 RENDEZVOUS_S = 1.5
+#: The most the test waits for a caller to be queued.
+PATIENCE_S = 10.0
 
 
 @pytest.fixture
@@ -37,14 +39,6 @@ def replicas() -> Iterator[tuple[SqlStore, SqlStore]]:
         finally:
             first.engine.dispose()
             second.engine.dispose()
-
-
-def _until(condition: Callable[[], bool]) -> None:
-    for _ in range(1000):
-        if condition():
-            return
-        time.sleep(0.01)
-    raise AssertionError("the callers never got there")
 
 
 def _queued(store: SqlStore, n: int) -> bool:
@@ -99,7 +93,7 @@ def test_crossed_batches_on_two_replicas_lock_in_one_order(
         assert holding.wait(10)
         for n, op in enumerate(arrivals, 1):
             start(store, [touch(op)], op)
-            _until(partial(_queued, store, n))
+            wait_until(partial(_queued, store, n), PATIENCE_S)
     release.set()
     for thread in threads:
         thread.join(30)
