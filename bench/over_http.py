@@ -56,8 +56,9 @@ P99_TARGET = 1.5
 CONNECTIONS = 16
 #: Operations the retry checks cycle through; the same holder asks for each every time.
 RETRY_POOL = 64
-#: Requests per second no run of the attempts endpoint reaches on this machine (the no-op
-#: itself answers about 2,800): each run gets that many fresh intents per second it lasts.
+#: Requests per second no run of the attempts endpoint reaches on this machine (it answers
+#: about 1,650, the no-op about 5,000): each run gets that many fresh intents per second it
+#: lasts.
 #: A faster machine would run out and get 404s, which the run reports as unexpected answers.
 MAX_RATE = 3000
 

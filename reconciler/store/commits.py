@@ -49,6 +49,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Executable, event
@@ -101,10 +102,6 @@ def _finish(batch: list[_Pending]) -> None:
         # A loop that closed meanwhile has nobody left to answer.
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(_resolve, futures)
-
-
-def _key(pending: _Pending) -> str:
-    return pending.key
 
 
 def _resolve(futures: list[asyncio.Future[None]]) -> None:
@@ -225,7 +222,7 @@ class GroupCommitter:
             conn.close()
 
     def _run(self, batch: list[_Pending]) -> None:
-        batch = sorted(batch, key=_key)  # stable: arrival order among equal keys
+        batch = sorted(batch, key=attrgetter("key"))  # stable: arrival order among equal keys
         try:
             self._transaction([p.write for p in batch])
         except STORE_WIDE as exc:
