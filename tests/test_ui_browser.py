@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.wait import WebDriverWait
 
@@ -18,12 +20,27 @@ from reconciler.store.journal import SqlJournal
 from console_harness import browser, console_sidecar
 from sidecar_client import TOKEN
 
+#: What chromedriver sometimes answers, instead of a stale element reference, about an element
+#: of a page just left (SeleniumHQ/selenium#15401: `staleness_of` raises it).
+DETACHED = "Node with given id does not belong to the document"
+
 
 def submit(driver: WebDriver, button_id: str, by: str = By.ID) -> None:
     """Click a button or link and wait for the next page (a click returns before it loads)."""
     button = driver.find_element(by, button_id)
     button.click()
-    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(button))
+    WebDriverWait(driver, 30).until(lambda _: _left(button))
+
+
+def _left(element: WebElement) -> bool:
+    """The page holding `element` was replaced (`staleness_of`, and chromedriver's other
+    answer for it)."""
+    try:
+        return bool(expected_conditions.staleness_of(element)(None))
+    except WebDriverException as exc:
+        if DETACHED in (exc.msg or ""):
+            return True
+        raise
 
 
 def follow(driver: WebDriver, link_text: str) -> None:
