@@ -2,7 +2,8 @@
 logging), with one more route: `POST /bench/noop`, which does nothing. Its throughput and
 latency are the floor of the server stack, measured on the same process type as the real
 routes, so that a ratio between them compares the product's work and nothing else. The no-op
-pays what every hot route pays before its own work: the same middleware, the same
+pays what every hot route pays before its own work: the same middleware, the same route class
+(`HotRoute`, service.hot_routes, as the operations router declares it), the same
 authorization dependency (`Worker`, as the POST routes declare it), and a route lookup as
 short as theirs (it is first in the table; appended last, its lookup walked every router the
 service has, about 70 us of CPU a request that the hot routes, matched near the front, never
@@ -19,6 +20,7 @@ from reconciler.ledger import Ledger
 from reconciler.service import server
 from reconciler.service.app import create_app
 from reconciler.service.auth import Worker
+from reconciler.service.hot_routes import HotRoute
 from reconciler.service.settings import Settings
 from reconciler.sweep import ProbeLookup
 
@@ -32,7 +34,7 @@ async def noop(caller: Worker) -> dict[str, bool]:
 def create_app_with_noop(settings: Settings, *, ledger: Ledger | None = None,
                          probes_for: ProbeLookup | None = None) -> FastAPI:
     app = create_app(settings, ledger=ledger, probes_for=probes_for)
-    app.add_api_route(NOOP_PATH, noop, methods=["POST"])
+    app.router.add_api_route(NOOP_PATH, noop, methods=["POST"], route_class_override=HotRoute)
     # Starlette's router tries `app.router.routes` in order on every request (starlette
     # routing.Router.app, FastAPI's APIRouter.app alike): moved to the front.
     app.router.routes.insert(0, app.router.routes.pop())

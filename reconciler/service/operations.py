@@ -4,8 +4,10 @@ The hot routes (recording an intent or an attempt, the retry check, reading an o
 coroutines that make their ledger call through `Wiring.call`: on SQLite in a greenlet on the
 event loop, its writes handed to the group committer's thread, so a request costs no hop to a
 worker thread (FastAPI runs a plain `def` route, and validates its response, on its thread
-pool: fastapi/routing.py, run_endpoint_function and serialize_response). The others stay plain
-`def`s on that thread pool, so a reconcile that waits on probes, or a list that reads a page,
+pool: fastapi/routing.py, run_endpoint_function and serialize_response). Being of the shapes
+`HotRoute` plans for (service.hot_routes), they are also answered without FastAPI's
+per-request dependency solving, their bodies parsed and validated in one pass. The others stay
+plain `def`s on that thread pool, so a reconcile that waits on probes, or a list that reads a page,
 holds a worker thread, never the event loop. Operation ids may contain
 `/`, hence the `:path` converters; each route ends in its own literal segment, and the GET
 route's converter leaves those to them, so no two routes claim one path.
@@ -50,6 +52,7 @@ from reconciler.schemas import (
     RetryOut,
 )
 from reconciler.service.auth import EvidenceGiver, Operator, Reader, Worker
+from reconciler.service.hot_routes import HotRoute
 from reconciler.service.problems import (
     RECONCILE_IN_PROGRESS,
     RETRY_IN_PROGRESS,
@@ -85,7 +88,7 @@ class _ReadableId(Convertor[str]):
 
 register_url_convertor("readable_id", _ReadableId())
 
-router = APIRouter(prefix="/v1/operations", tags=["operations"])
+router = APIRouter(prefix="/v1/operations", tags=["operations"], route_class=HotRoute)
 
 OperationId = Annotated[str, Path(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
 
