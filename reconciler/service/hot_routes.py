@@ -7,7 +7,7 @@ dependency, a pass per kind of parameter), parsing the body with `json.loads` an
 validating the Python value against the model (fastapi/routing.py, get_request_handler). Over
 uvicorn (the `http` benchmark, same machine, one run each way) that took `POST /v1/operations`
 from 1,264 to 966 us of server CPU per request, attempts from 1,576 to 1,321, the retry check
-from 1,374 to 1,131 (bench/README.md, http). A
+from 1,374 to 1,153 (bench/README.md, http). A
 route made only of what the hot routes are made of (path parameters, one JSON body model,
 dependencies that take nothing but the request, the `Response` to set a status on, a
 coroutine endpoint with a response model) needs none of that per request: `HotRoute` sorts
