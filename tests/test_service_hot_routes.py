@@ -2,8 +2,9 @@
 the same status and the same bytes, for bodies and ids valid or not, JSON or not; the hot
 routes take its planned path; dependency overrides still apply."""
 
+import asyncio
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, MutableMapping
 from typing import Annotated, Any
 
 import fastapi.routing
@@ -142,6 +143,34 @@ def test_hot_route_answers_edge_bodies_as_fastapi_does(body: bytes) -> None:
     headers = {"content-type": "application/json"}
     path = "/v1/operations/op-1/retry"
     assert answers(HOT, path, body, headers) == answers(STANDARD, path, body, headers)
+
+
+async def _answer_to_a_client_gone_mid_body(app: FastAPI) -> list[object]:
+    messages: list[dict[str, Any]] = [
+        {"type": "http.request", "body": b'{"request_hash": "sha', "more_body": True}]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    sent: list[object] = []
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message.get("status", message["type"]))
+
+    path = "/v1/operations/op-1/retry"
+    await app({"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+               "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(),
+               "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1),
+               "server": ("127.0.0.1", 80),
+               "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")]},
+              receive, send)
+    return sent
+
+
+def test_a_client_gone_mid_body_is_answered_as_fastapi_does() -> None:
+    answers = [asyncio.run(_answer_to_a_client_gone_mid_body(echo_app(cls)))
+               for cls in (APIRoute, HotRoute)]
+    assert answers == [[400, "http.response.body"]] * 2
 
 
 def test_a_valid_request_takes_the_planned_path(monkeypatch: pytest.MonkeyPatch) -> None:

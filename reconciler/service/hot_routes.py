@@ -22,9 +22,10 @@ take on goes FastAPI's own way, request by request:
 
 - a route of any other shape (query or header parameters, a sync endpoint, a form, a union
   body, dependencies with their own parameters or a `yield`, streams) is FastAPI's alone;
-- a request whose body or path parameters fail validation, or whose body is empty or not
-  JSON, is handed to FastAPI's handler (the body is cached on the request, so it reads the
-  same bytes), so every 422 is FastAPI's own, errors, order and all;
+- a request whose body or path parameters fail validation, whose body is empty or not JSON,
+  or whose client went away mid-body, is handed to FastAPI's handler (the body is cached on
+  the request, so it reads the same bytes), so every 422 is FastAPI's own, errors, order and
+  all;
 - with dependency overrides set on the app (tests), every request is FastAPI's.
 
 FastAPI extension point: a custom `APIRoute` class, `route_class` of an `APIRouter`
@@ -46,6 +47,7 @@ from fastapi.params import Form
 from fastapi.routing import APIRoute, serialize_response
 from fastapi.utils import is_body_allowed_for_status_code
 from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
@@ -89,7 +91,12 @@ class HotRoute(APIRoute):
             values: dict[str, Any] = {}
             if plan.body_model is not None:
                 assert plan.body_name is not None
-                raw = await request.body()
+                try:
+                    raw = await request.body()
+                except HTTPException:  # the body's limits (413, 408): FastAPI re-raises them
+                    raise
+                except Exception:  # the client went away mid-body: FastAPI answers 400
+                    return await standard(request)
                 try:
                     values[plan.body_name] = plan.body_model.model_validate_json(raw)
                 except ValidationError:
