@@ -58,8 +58,8 @@ class _Plan:
 
     call: Callable[..., Coroutine[Any, Any, Any]]
     path: tuple[Any, ...]  # FastAPI's ModelFields of the path parameters
-    body_name: str | None
-    body_model: type[BaseModel] | None
+    #: (parameter name, model) of the JSON body, if the route takes one.
+    body: tuple[str, type[BaseModel]] | None
     #: (parameter name, dependency): each called with the request, in the declared order.
     dependencies: tuple[tuple[str, Callable[[Request], Coroutine[Any, Any, Any]]], ...]
     response_name: str | None
@@ -89,8 +89,8 @@ class HotRoute(APIRoute):
             if overrides:
                 return await standard(request)
             values: dict[str, Any] = {}
-            if plan.body_model is not None:
-                assert plan.body_name is not None
+            if plan.body is not None:
+                body_name, body_model = plan.body
                 try:
                     raw = await request.body()
                 except HTTPException:  # the body's limits (413, 408): FastAPI re-raises them
@@ -98,7 +98,7 @@ class HotRoute(APIRoute):
                 except Exception:  # the client went away mid-body: FastAPI answers 400
                     return await standard(request)
                 try:
-                    values[plan.body_name] = plan.body_model.model_validate_json(raw)
+                    values[body_name] = body_model.model_validate_json(raw)
                 except ValidationError:
                     return await standard(request)
             for field in plan.path:
@@ -150,14 +150,14 @@ def _plan(route: Any) -> _Plan | None:
             or route.response_model_exclude_unset or route.response_model_exclude_defaults
             or route.response_model_exclude_none):
         return None
-    body_name = body_model = None
+    body = None
     if dependant.body_params:
         field = dependant.body_params[0]
         model = field.field_info.annotation
         if (getattr(route, "_embed_body_fields", False) or isinstance(field.field_info, Form)
                 or not (inspect.isclass(model) and issubclass(model, BaseModel))):
             return None
-        body_name, body_model = field.name, model
+        body = (field.name, model)
     dependencies = []
     for sub in dependant.dependencies:
         if (not inspect.iscoroutinefunction(sub.call) or sub.name is None
@@ -169,6 +169,5 @@ def _plan(route: Any) -> _Plan | None:
                 or sub.http_connection_param_name):
             return None
         dependencies.append((sub.name, sub.call))
-    return _Plan(dependant.call, tuple(dependant.path_params), body_name, body_model,
-                 tuple(dependencies), dependant.response_param_name,
-                 dependant.request_param_name)
+    return _Plan(dependant.call, tuple(dependant.path_params), body, tuple(dependencies),
+                 dependant.response_param_name, dependant.request_param_name)

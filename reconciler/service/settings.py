@@ -128,10 +128,9 @@ class Settings(BaseModel):
         except ArgumentError as exc:
             raise ValueError(f"db is not a database URL: {exc}") from None
         if self.cpus:
-            available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-                else None
-            if available is None:
+            if not hasattr(os, "sched_getaffinity"):
                 raise ValueError("cpus: CPU affinity is set only on Linux; leave cpus unset")
+            available = sorted(os.sched_getaffinity(0))
             if unknown := sorted(set(self.cpus) - set(available)):
                 raise ValueError(f"cpus: {', '.join(map(str, unknown))} not available to this "
                                  f"process (available: {', '.join(map(str, available))})")
