@@ -67,13 +67,13 @@ def run_on(cpus: tuple[int, ...]) -> None:
     thread, so that every thread (uvicorn's loop, the group committer's writer, the sweep's)
     inherits it (sched_setaffinity(2): a new thread inherits its creator's mask).
 
-    Why one CPU can cost less CPU: the event loop and the committer's writer thread hand the
-    GIL to each other around every statement the writer runs; on two cores each hand-off
-    moves the interpreter's working set from one core's cache to the other's. Pinned to one
-    core, the `http` benchmark's server took 823 us instead of 966 per new intent and 918
-    instead of 1,153 per retry check, and answered 1,198 intents/s instead of 1,006
-    (bench/README.md, http). Pinning a replica per core is the operator's choice: replicas
-    pinned to one core would share it."""
+    Why one CPU might cost less CPU: the event loop and the committer's writer thread hand
+    the GIL to each other around every statement the writer runs, and on two cores each
+    hand-off can move the interpreter's working set between the cores' caches. Measured, it
+    depends on the machine: one set of `http` runs took 823 us instead of 966 per new intent
+    pinned to one core; later runs on the same machine gained nothing (bench/README.md,
+    http). So it is off by default, and pinning a replica per core is the operator's choice:
+    replicas pinned to one core would share it."""
     if cpus:
         os.sched_setaffinity(0, cpus)
 
