@@ -425,6 +425,10 @@ def serve_command(
     ] = None,
     log_level: LogLevelOption = None,
     log_format: LogFormatOption = None,
+    access_log: Annotated[bool | None, typer.Option(
+        "--access-log/--no-access-log",
+        help="A log line per request (logger uvicorn.access); off saves about 50 us of CPU a "
+             "request [default on; env RECONCILER_ACCESS_LOG].")] = None,
 ) -> None:
     """Run the sidecar: the HTTP API (SPEC section 6) with the reconcile sweep inside.
 
@@ -445,7 +449,7 @@ def serve_command(
           "behind_tls_proxy": True if behind_tls_proxy else None,
           "max_concurrency": max_concurrency, "retain_settled_days": retain_settled_days,
           "log_level": _value(log_level, ctx, "log_level"),
-          "log_format": _value(log_format, ctx, "log_format")})
+          "log_format": _value(log_format, ctx, "log_format"), "access_log": access_log})
 
 
 def _value(given: StrEnum | None, ctx: typer.Context, name: str) -> str | None:

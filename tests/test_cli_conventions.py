@@ -147,3 +147,16 @@ def test_serve_logs_json_lines_when_asked(tmp_path: Path) -> None:
     records = [json.loads(line) for line in logs]
     assert any(r["logger"] == "uvicorn.access" and "/healthz" in r["message"] for r in records)
     assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
+
+
+def test_serve_writes_no_access_lines_with_the_access_log_off(tmp_path: Path) -> None:
+    env = {"RECONCILER_DB": f"sqlite:///{tmp_path / 'r.db'}", "RECONCILER_LOG_FORMAT": "json",
+           "RECONCILER_SWEEP_INTERVAL_S": "0", "RECONCILER_ACCESS_LOG": "false"}
+    with serving_process(env) as service:
+        assert httpx.get(f"{service.url}/healthz", timeout=10).status_code == 200
+        service.stop()
+    logs = service.output[next(n for n, line in enumerate(service.output)
+                               if line.startswith("serving on ")) + 1:]
+    loggers = {json.loads(line)["logger"] for line in logs}
+    assert "uvicorn.access" not in loggers
+    assert "uvicorn.error" in loggers  # the rest of uvicorn's logging is unchanged

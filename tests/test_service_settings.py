@@ -10,10 +10,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
 from pydantic import ValidationError
 
 from reconciler.domain import ProviderContract
-from reconciler.service.server import run_on
+from reconciler.service.server import run_on, uvicorn_config
 from reconciler.service.settings import (
     Settings,
     SettingsError,
@@ -51,6 +52,19 @@ def test_flags_beat_environment_beat_file_beat_defaults(tmp_path: Path) -> None:
     assert (settings.sweep_interval_s, settings.max_body_bytes) == (2.5, 2048)  # file
     assert settings.host == "127.0.0.1"  # default: a flag left at None is not given
     assert settings.config == path
+
+
+def test_the_access_log_is_on_unless_a_flag_the_environment_or_the_file_turns_it_off(
+        tmp_path: Path) -> None:
+    app = FastAPI()
+    assert load_settings({}, env={}).access_log
+    assert uvicorn_config(app, load_settings({}, env={})).access_log
+    for off in (load_settings({"access_log": False}, env={}),
+                load_settings({}, env={"RECONCILER_ACCESS_LOG": "false"}),
+                load_settings({}, env={"RECONCILER_CONFIG": str(
+                    config_file(tmp_path, "[service]\naccess_log = false\n"))})):
+        assert not off.access_log
+        assert not uvicorn_config(app, off).access_log
 
 
 def test_config_flag_names_the_file(tmp_path: Path) -> None:

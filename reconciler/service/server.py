@@ -99,7 +99,7 @@ def uvicorn_config(app: FastAPI, settings: Settings, *, log_level: str = "info",
     the root logger, in the format `reconciler.logs` set."""
     return uvicorn.Config(
         app, lifespan="on", log_level=log_level,
-        log_config=LOGGING_CONFIG if own_logging else None,
+        log_config=LOGGING_CONFIG if own_logging else None, access_log=settings.access_log,
         http=head_deadline_protocol(settings.request_read_timeout_s),
         h11_max_incomplete_event_size=settings.max_header_bytes,
         timeout_keep_alive=5,
