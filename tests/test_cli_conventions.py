@@ -9,6 +9,7 @@ import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 import httpx
@@ -136,27 +137,26 @@ def test_probe_http_calls_are_logged_at_debug_not_info(logged: io.StringIO) -> N
     assert "sk_live_abc" not in logged.getvalue() and "pw@" not in logged.getvalue()
 
 
-def test_serve_logs_json_lines_when_asked(tmp_path: Path) -> None:
+def json_records_of_a_healthz_call(tmp_path: Path, **env: str) -> list[dict[str, Any]]:
+    """The JSON log records a real `serve` writes after `serving on` around one /healthz."""
     env = {"RECONCILER_DB": f"sqlite:///{tmp_path / 'r.db'}", "RECONCILER_LOG_FORMAT": "json",
-           "RECONCILER_SWEEP_INTERVAL_S": "0"}
+           "RECONCILER_SWEEP_INTERVAL_S": "0", **env}
     with serving_process(env) as service:
         assert httpx.get(f"{service.url}/healthz", timeout=10).status_code == 200
         service.stop()
     logs = service.output[next(n for n, line in enumerate(service.output)
                                if line.startswith("serving on ")) + 1:]
-    records = [json.loads(line) for line in logs]
+    return [json.loads(line) for line in logs]
+
+
+def test_serve_logs_json_lines_when_asked(tmp_path: Path) -> None:
+    records = json_records_of_a_healthz_call(tmp_path)
     assert any(r["logger"] == "uvicorn.access" and "/healthz" in r["message"] for r in records)
     assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
 
 
 def test_serve_writes_no_access_lines_with_the_access_log_off(tmp_path: Path) -> None:
-    env = {"RECONCILER_DB": f"sqlite:///{tmp_path / 'r.db'}", "RECONCILER_LOG_FORMAT": "json",
-           "RECONCILER_SWEEP_INTERVAL_S": "0", "RECONCILER_ACCESS_LOG": "false"}
-    with serving_process(env) as service:
-        assert httpx.get(f"{service.url}/healthz", timeout=10).status_code == 200
-        service.stop()
-    logs = service.output[next(n for n, line in enumerate(service.output)
-                               if line.startswith("serving on ")) + 1:]
-    loggers = {json.loads(line)["logger"] for line in logs}
+    loggers = {r["logger"] for r in
+               json_records_of_a_healthz_call(tmp_path, RECONCILER_ACCESS_LOG="false")}
     assert "uvicorn.access" not in loggers
     assert "uvicorn.error" in loggers  # the rest of uvicorn's logging is unchanged
