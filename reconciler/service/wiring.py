@@ -14,7 +14,6 @@ from typing import Annotated, TypeVar, TypeVarTuple
 import anyio.to_thread
 from apscheduler.schedulers.background import BackgroundScheduler
 from fastapi import Depends, FastAPI, Request
-from sqlalchemy.util.concurrency import greenlet_spawn
 
 from probes.base import Probe
 from reconciler.errors import StoreUnavailableError
@@ -26,6 +25,7 @@ from reconciler.prune import Retention
 from reconciler.runtime.supervisor import Supervisor
 from reconciler.schedule import SweepPolicy
 from reconciler.schemas import OperationOut
+from reconciler.service.loop_calls import call_in_greenlet
 from reconciler.service.metering import timed_calls
 from reconciler.service.providers import ProviderNames
 from reconciler.service.settings import Settings, load_providers
@@ -83,12 +83,13 @@ class Wiring:
         """`fn(*args)`, a synchronous call into the ledger, for an `async def` route: the one
         seam between the routes and the synchronous store, in one of two ways.
 
-        On SQLite (`on_loop`) in a greenlet on the event loop (SQLAlchemy's `greenlet_spawn`,
-        sqlalchemy/util/concurrency.py, as its asyncio extension runs sync code): no thread
-        hop. Its reads are a local file's, short, and begun deferred (schema.make_engine), so
-        under WAL they wait on no writer; its writes go to the group committer, which queues
-        them for a thread to commit and switches back to the loop until they are
-        (store.commits). Nothing on this path takes the write lock on the loop.
+        On SQLite (`on_loop`) in a greenlet on the event loop (as SQLAlchemy's asyncio
+        extension runs sync code, sqlalchemy/util/concurrency.py, with the greenlet reused:
+        service.loop_calls): no thread hop. Its reads are a local file's, short, and begun
+        deferred (schema.make_engine), so under WAL they wait on no writer; its writes go to
+        the group committer, which queues them for a thread to commit and switches back to
+        the loop until they are (store.commits). Nothing on this path takes the write lock on
+        the loop.
 
         On any other store on anyio's worker threads, as FastAPI runs a plain `def` route
         (fastapi/routing.py, run_endpoint_function): a PostgreSQL read is a network round trip
@@ -96,7 +97,7 @@ class Wiring:
         a test's) is not known to be as quick.
         """
         if self.on_loop:
-            return await greenlet_spawn(fn, *args)
+            return await call_in_greenlet(fn, *args)
         return await anyio.to_thread.run_sync(fn, *args)
 
 
