@@ -158,6 +158,63 @@ def test_a_store_wide_failure_reaches_the_callers_on_the_loop(store: SqlStore) -
     assert [s.operation_id for s in store.list_operations()] == ["first"]
 
 
+def commits_counted(store: SqlStore) -> list[str]:
+    """The thread of each commit on `store` from now on."""
+    threads: list[str] = []
+    event.listen(store.engine, "commit",
+                 lambda _conn: threads.append(threading.current_thread().name))
+    return threads
+
+
+def test_writes_the_loop_queues_while_running_what_was_ready_share_one_commit(
+        store: SqlStore) -> None:
+    commits = commits_counted(store)
+
+    async def main() -> list[object]:
+        # Ready together: each queues its write before the loop gets to the writer's kick.
+        return list(await asyncio.gather(*(greenlet_spawn(recording(store, f"op-{n}"))
+                                           for n in range(5))))
+
+    assert asyncio.run(main()) == [True] * 5
+    assert commits == [WRITER]
+    assert len(store.list_operations()) == 5
+
+
+def test_a_thread_that_commits_while_a_kick_is_due_leads_without_waiting_for_the_loop(
+        store: SqlStore) -> None:
+    commits = commits_counted(store)
+    done: list[bool] = []
+
+    async def main() -> object:
+        task = asyncio.ensure_future(greenlet_spawn(recording(store, "on-loop")))
+        await asyncio.sleep(0)  # the loop's write is queued, its kick due next round
+        assert store._committer._kick_on is asyncio.get_running_loop()
+        # The loop is held here until the thread is done: it must not wait for the kick.
+        thread = threading.Thread(target=lambda: done.append(recording(store, "on-thread")()),
+                                  name="on-thread")
+        thread.start()
+        thread.join(10)
+        assert done == [True]
+        return await task
+
+    assert asyncio.run(main()) is True
+    assert commits == ["on-thread"]  # one commit, the thread's, with the loop's write in it
+    assert {s.operation_id for s in store.list_operations()} == {"on-loop", "on-thread"}
+
+
+def test_a_kick_left_due_on_a_loop_that_closed_strands_no_write(store: SqlStore) -> None:
+    gone = asyncio.new_event_loop()
+    task = gone.create_task(greenlet_spawn(recording(store, "queued-then-gone")))
+    gone.call_soon(gone.stop)  # stops after the write is queued, before its kick runs
+    gone.run_forever()
+    assert store._committer._kick_on is gone and not task.done()
+    task.cancel()
+    gone.close()
+    later = asyncio.wait_for(greenlet_spawn(recording(store, "later")), 10)
+    assert asyncio.run(later) is True
+    assert {s.operation_id for s in store.list_operations()} == {"queued-then-gone", "later"}
+
+
 def test_the_writer_thread_stops_when_the_engine_is_disposed(store: SqlStore) -> None:
     assert asyncio.run(greenlet_spawn(recording(store, "op-1"))) is True
     writer = store._committer._writer
