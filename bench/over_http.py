@@ -47,7 +47,7 @@ from bench.operations import (
     retryable,
 )
 from bench.procs import ServerProcess, loadgen, server
-from bench.server import NOOP_PATH
+from bench.server import FLOOR_PATH, NOOP_PATH
 from reconciler.ledger import Ledger
 from reconciler.store.schema import open_store
 
@@ -73,6 +73,9 @@ class Endpoint:
     throughput_target: float
     #: The spec of one run: new intents (or new intents to record attempts on) for each.
     fresh: Callable[[Spec], Spec]
+    #: The same work with nothing of the product's (bench.server, FLOOR_PATH), measured in
+    #: the same rounds: how much of the endpoint's cost the stack and the disk leave.
+    floor: Spec | None = None
 
 
 @dataclass(slots=True)
@@ -143,7 +146,8 @@ def run(ctx: Context) -> Outcome:
                               "request_hash": REQUEST_HASH, "holder": "bench-{m}"}))
         refused_before = gate_refusals(sidecar.url)
         for endpoint in (
-                Endpoint("POST /v1/operations (new intent)", intents, 2.0, 0.5, unique),
+                Endpoint("POST /v1/operations (new intent)", intents, 2.0, 0.5, unique,
+                         replace(intents, path=FLOOR_PATH)),
                 Endpoint("POST /v1/operations/{id}/attempts (attempt 1, with its outcome)",
                          attempts, 2.5, 0.9, lambda spec: slot(spec, next(slots))),
                 Endpoint("POST /v1/operations/{id}/retry (granted)", retries, 2.5, 0.9,
@@ -178,10 +182,12 @@ def compare(out: Outcome, sidecar: ServerProcess, noop: Spec, endpoint: Endpoint
             latency_seconds: float) -> None:
     label = endpoint.label
     with step(f"{label}: throughput and CPU per request"):
-        noop_side, endpoint_side = Side(), Side()
+        noop_side, endpoint_side, floor_side = Side(), Side(), Side()
         for _ in range(rounds):
-            # In turn: background load that comes and goes falls on both alike.
+            # In turn: background load that comes and goes falls on all alike.
             noop_side.run(sidecar, noop)
+            if endpoint.floor is not None:
+                floor_side.run(sidecar, endpoint.fresh(endpoint.floor))
             endpoint_side.run(sidecar, endpoint.fresh(endpoint.spec))
     noop_rps, endpoint_rps = noop_side.per_s, endpoint_side.per_s
     half = endpoint_rps / 2
@@ -194,12 +200,18 @@ def compare(out: Outcome, sidecar: ServerProcess, noop: Spec, endpoint: Endpoint
                                                  latency_seconds)))
     noop_p, endpoint_p = (Percentiles.of([s for t in noop_half for s in t.latencies_s]),
                           Percentiles.of([s for t in endpoint_half for s in t.latencies_s]))
+    short = label.split(" (")[0]
     out.figure(f"{label}: {endpoint_rps:,.0f} requests/s; no-op {noop_rps:,.0f} requests/s")
     out.figure(f"{label}: {endpoint_side.cpu_us:,.0f} us of server CPU per request; no-op "
                f"{noop_side.cpu_us:,.0f} us")
+    if floor_side.runs:
+        out.figure(f"durable floor of {short} ({FLOOR_PATH}: the same body model and rows, raw "
+                   f"sqlite3 with group commit, a constant answer): {floor_side.per_s:,.0f} "
+                   f"requests/s, {floor_side.cpu_us:,.0f} us of server CPU per request "
+                   f"({floor_side.cpu_us / noop_side.cpu_us:.2f}x the no-op's; the endpoint "
+                   f"{endpoint_side.cpu_us / floor_side.cpu_us:.2f}x the floor's)")
     out.figure(f"{label} at {half:,.0f} requests/s: {endpoint_p.render()}")
     out.figure(f"no-op at {half:,.0f} requests/s: {noop_p.render()}")
-    short = label.split(" (")[0]
     out.latencies[f"{short} @ {half:,.0f}/s"] = endpoint_p
     out.latencies[f"no-op @ {half:,.0f}/s"] = noop_p
     out.ratio(f"{short} throughput vs no-op", endpoint_rps / noop_rps,

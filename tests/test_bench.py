@@ -50,6 +50,9 @@ def test_http_endpoints_are_measured_against_the_no_op_on_the_same_server(
     outcome = run_tiny(over_http.run, tmp_path)
     assert_measured(outcome, 9)
     assert any(label.startswith("no-op @") for label in outcome.latencies)
+    # The intents' durable floor is measured in the same rounds (bench.server, FLOOR_PATH).
+    assert any(figure.startswith("durable floor of POST /v1/operations") and "requests/s" in figure
+               for figure in outcome.figures)
 
 
 def test_console_list_pages_are_measured_beside_the_no_op_on_the_same_server(
