@@ -16,8 +16,8 @@ def base_requirements() -> set[str]:
 
 
 def test_greenlet_is_installed_without_extras() -> None:
-    # The SQLite hot routes run the ledger in SQLAlchemy's greenlet_spawn (service.wiring),
-    # which imports greenlet only when first called, and SQLAlchemy 2.1 no longer installs
+    # The SQLite hot routes run the ledger in a greenlet (service.loop_calls, service.wiring):
+    # SQLAlchemy imports greenlet only when first needed, and SQLAlchemy 2.1 no longer installs
     # it: with greenlet only in the test extras, `pip install .` served 500s on every POST of
     # a hot route while the test suite passed.
     assert "greenlet" in base_requirements()

@@ -12,17 +12,17 @@ between threads. Nobody is answered before the transaction holding their rows is
 caller whose rows fail (an existing key, a missing parent row) gets its own error, and the
 others still commit.
 
-A caller on the event loop (a route running the ledger in a greenlet, `commit` finds itself
-inside SQLAlchemy's `greenlet_spawn`) must not lead: a transaction and its fsync would stall
-every request the loop serves. It queues its write and waits on an asyncio future, through
-SQLAlchemy's `await_` (sqlalchemy/util/concurrency.py: the greenlet switches back to the loop,
-which awaits the future and switches back with its result: what SQLAlchemy's own asyncio
-extension does around every driver call). Its batch is led by whoever leads anyway: a thread
-already committing (the sweep, a sync route) takes it into its batch; otherwise the
+A caller on the event loop (a route running the ledger in a greenlet, `commit` finds itself in
+one SQLAlchemy's `await_` can wait in: service.loop_calls) must not lead: a transaction and its
+fsync would stall every request the loop serves. It queues its write and waits on an asyncio
+future, through SQLAlchemy's `await_` (sqlalchemy/util/concurrency.py: the greenlet switches
+back to the loop, which awaits the future and switches back with its result: what SQLAlchemy's
+own asyncio extension does around every driver call). Its batch is led by whoever leads anyway:
+a thread already committing (the sweep, a sync route) takes it into its batch; otherwise the
 committer's writer thread (started on first need, stopped when the engine is disposed) leads
 it, and goes on leading while the first caller still waiting is one on the loop. The future is
-resolved from the leading thread with `loop.call_soon_threadsafe`, once the transaction
-holding the write is committed or failed; errors reach the caller as a thread's.
+resolved from the leading thread with `loop.call_soon_threadsafe`, once the transaction holding
+the write is committed or failed; errors reach the caller as a thread's.
 
 The writer is not woken by the first write the loop queues but by a callback that write
 schedules on the loop (`_kick`), so it runs once the loop has run what was ready with it: the
