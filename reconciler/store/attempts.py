@@ -4,6 +4,12 @@ completion of an open attempt and a conflict apart from what is recorded.
 
     INSERT attempt ─▶ UPDATE state.due_at (a dispatch makes an undecided operation due)
         └─ refused (unique number, or no intent) ─▶ settle: repeat? completion? conflict?
+
+Decided in the same transaction (`SqlStore.record_attempt_and_decide`), the due time is set
+after the decision, and only when the decision left the state row as it was: a decision that
+caches a new verdict sets the due time itself (decisions.CACHE), which would overwrite this
+one, and the rules read the facts, never the due time. One update of the state row instead
+of two (and of its due-time index).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from reconciler.domain import Attempt, Outcome, Verdict, completes
 from reconciler.errors import AttemptConflictError
 from reconciler.store import decisions, rows
 from reconciler.store.commits import Step
+from reconciler.store.driver import DriverStatements
 from reconciler.store.tables import AttemptRow, StateRow
 
 _STATE: Table = StateRow.__table__  # type: ignore[attr-defined]
@@ -48,9 +55,19 @@ def due_of(attempt: Attempt, due_at: datetime | None) -> dict[str, Any]:
     return {"op": attempt.operation_id, "at": due_at or attempt.at}
 
 
+def inserting(attempt: Attempt) -> Step:
+    """The step that records `attempt`."""
+    return INSERT_ATTEMPT, rows.attempt_values(attempt)
+
+
 def recording(attempt: Attempt, due: dict[str, Any]) -> list[Step]:
     """The steps that record `attempt` and make its operation due."""
-    return [(INSERT_ATTEMPT, rows.attempt_values(attempt)), (DUE_ON_DISPATCH, due)]
+    return [inserting(attempt), (DUE_ON_DISPATCH, due)]
+
+
+def make_due(conn: Connection, due: dict[str, Any]) -> None:
+    """In the transaction of `conn`: a dispatch makes an undecided operation due."""
+    DriverStatements.of(conn.dialect).execute(conn, DUE_ON_DISPATCH, due)
 
 
 def settle(conn: Connection, attempt: Attempt, due: dict[str, Any],

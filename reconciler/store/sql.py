@@ -146,18 +146,22 @@ class SqlStore:
                  ) -> tuple[bool, Decided | None]:
         """Record the attempt and, with `deciding`, decide in the same transaction."""
         due = attempts.due_of(attempt, due_at)
-        write = attempts.recording(attempt, due)
-        if guard is not None:
-            write.insert(0, guard)
         decided: list[Decided] = []
-        if deciding is not None:
+        if deciding is None:
+            write = attempts.recording(attempt, due)
+        else:
             rule, now = deciding
 
             def decide(conn: Connection) -> None:
-                decided[:] = [decide_in(conn, self.contract_in, attempt.operation_id, rule,
-                                        now)[0]]
+                judged, cached = decide_in(conn, self.contract_in, attempt.operation_id, rule,
+                                           now)
+                if not cached:  # a new verdict cached its own due time (store/attempts.py)
+                    attempts.make_due(conn, due)
+                decided[:] = [judged]
 
-            write.append(decide)
+            write = [attempts.inserting(attempt), decide]
+        if guard is not None:
+            write.insert(0, guard)
         try:
             self.commit(write, attempt.operation_id)
             return True, decided[0] if decided else None
