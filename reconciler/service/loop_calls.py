@@ -36,25 +36,16 @@ Ts = TypeVarTuple("Ts")
 MAX_IDLE = 256
 
 
-class _Outcome:
-    """What a runner hands back when its call is done: the value, or the exception raised."""
-
-    __slots__ = ("error", "value")
-
-    def __init__(self, value: Any = None, error: BaseException | None = None) -> None:
-        self.value = value
-        self.error = error
-
-
 class _Runner(greenlet):  # type: ignore[misc]
     """A greenlet SQLAlchemy's `await_` may wait in (sqlalchemy.util.concurrency.in_greenlet).
-    `outcome`: the last call's, until its caller takes it."""
+    `value` or `error`: the last call's outcome, until its caller takes it."""
 
     __sqlalchemy_greenlet_provider__ = True
 
     def __init__(self) -> None:
         super().__init__(_serve)
-        self.outcome: _Outcome | None = None
+        self.value: Any = None
+        self.error: BaseException | None = None
         self.switch()  # parked in _serve, waiting for its first call
 
 
@@ -69,9 +60,9 @@ def _serve() -> None:
     while True:
         fn, args = me.parent.switch(_DONE)
         try:
-            me.outcome = _Outcome(fn(*args))
+            me.value = fn(*args)
         except BaseException as exc:  # handed to the caller, who raises it
-            me.outcome = _Outcome(error=exc)
+            me.error = exc
         del fn, args
 
 
@@ -94,11 +85,10 @@ async def call_in_greenlet(fn: Callable[[*Ts], T], *args: *Ts) -> T:
             result = runner.throw(*sys.exc_info())
         else:
             result = runner.switch(value)
-    outcome, runner.outcome, runner.gr_context = runner.outcome, None, None
+    answer: T = runner.value
+    error, runner.value, runner.error, runner.gr_context = runner.error, None, None, None
     if len(pool) < MAX_IDLE:
         pool.append(runner)
-    assert outcome is not None
-    if outcome.error is not None:
-        raise outcome.error
-    answer: T = outcome.value
+    if error is not None:
+        raise error
     return answer
