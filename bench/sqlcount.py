@@ -1,6 +1,8 @@
 """Counting the database work behind a measured figure: transactions, durable commits (the
 commits that wrote, each of which waits for the log to reach the disk) and statements, over
-every SQLAlchemy engine in this process."""
+every SQLAlchemy engine in this process (`SqlCounter`); or durable commits alone, at one
+listener call per transaction (`DurableCommits`), where the count must not weigh on what is
+timed beside it."""
 
 from __future__ import annotations
 
@@ -60,3 +62,38 @@ class SqlCounter:
 
     def _rollback(self, conn: Connection) -> None:
         conn.info.pop(_WROTE, None)
+
+
+class DurableCommits:
+    """Durable commits alone, on SQLite, over every engine from construction on: a commit is
+    durable when its connection's `total_changes` (sqlite3: the rows its INSERTs, UPDATEs and
+    DELETEs changed since it opened) moved since the connection's last commit or rollback.
+
+    One listener call per transaction, none per statement: `SqlCounter`'s three per intent
+    (the BEGIN, the two INSERTs) and its commit cost 34 us of CPU per intent recorded in
+    process, about a tenth of it, which a raw `sqlite3` baseline beside it never pays
+    (bench.intents)."""
+
+    def __init__(self) -> None:
+        self.durable_commits = 0
+        self._lock = threading.Lock()
+        event.listen(Engine, "commit", self._commit)
+        event.listen(Engine, "rollback", self._rollback)
+
+    def close(self) -> None:
+        event.remove(Engine, "commit", self._commit)
+        event.remove(Engine, "rollback", self._rollback)
+
+    def _moved(self, conn: Connection) -> bool:
+        total: int = conn.connection.driver_connection.total_changes  # type: ignore[union-attr]
+        moved: bool = total != conn.info.get(_WROTE, 0)
+        conn.info[_WROTE] = total
+        return moved
+
+    def _commit(self, conn: Connection) -> None:
+        if self._moved(conn):
+            with self._lock:
+                self.durable_commits += 1
+
+    def _rollback(self, conn: Connection) -> None:
+        self._moved(conn)

@@ -17,6 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import claims, console, history, intents, over_http, peers, reconcile, replicas, scale
 from bench.__main__ import BENCHMARKS, summary
 from bench.harness import Benchmark, Context, Outcome
+from bench.sqlcount import DurableCommits
+from reconciler.domain import Effect, Intent
+from reconciler.ledger import Ledger, utcnow
+from reconciler.store.schema import open_store
 
 from databases import PG_URL, pg_unreachable
 
@@ -43,6 +47,29 @@ def test_intent_recording_is_measured_against_raw_sqlite_for_one_and_eight_write
     outcome = run_tiny(intents.run, tmp_path)
     assert_measured(outcome, 2)
     assert {"raw sqlite3, 8 writers", "record_intent, 8 writers"} <= set(outcome.latencies)
+
+
+def test_durable_commits_count_the_commits_that_wrote_and_no_other(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'count.db'}")
+    counter = DurableCommits()  # after the migrations' commits
+    try:
+        ledger = Ledger(store)
+        for i in range(3):
+            ledger.record_intent(Intent(f"op-{i}", "sha256:" + "ab" * 32, f"k-{i}", "pay",
+                                        "charge", Effect.NON_IDEMPOTENT, utcnow()))
+        wrote = counter.durable_commits
+        ledger.judge("op-1")  # a decision that leaves the cache as it was: nothing written
+        store.facts("op-2")  # a read transaction
+        with store.engine.connect() as conn:
+            conn.exec_driver_sql("DELETE FROM operation_state WHERE operation_id = 'op-0'")
+            conn.rollback()
+        with store.engine.begin() as conn:  # a commit after the rollback, with no changes
+            conn.exec_driver_sql("SELECT 1")
+    finally:
+        store.engine.dispose()
+        counter.close()
+    assert wrote == 3
+    assert counter.durable_commits == 3
 
 
 def test_http_endpoints_are_measured_against_the_no_op_on_the_same_server(

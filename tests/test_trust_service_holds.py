@@ -115,6 +115,22 @@ def test_a_request_head_sent_too_slowly_is_closed(tmp_path: Path) -> None:
         assert httpx.get(url + "/healthz", timeout=10).status_code == 200
 
 
+def test_a_body_that_stops_arriving_is_408(tmp_path: Path) -> None:
+    with holding_sidecar(tmp_path, request_read_timeout_s=0.4) as url:
+        stalled = socket.create_connection(_address(url), timeout=5)
+        stalled.sendall(b"POST /v1/operations HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+                        b'{"operation_id": ')
+        started = time.monotonic()
+        answer = stalled.recv(4096)
+        waited = time.monotonic() - started
+        stalled.close()
+        assert answer.startswith(b"HTTP/1.1 408")
+        # The deadline, and at most a tick (a quarter of it) before the timer sees it passed.
+        assert 0.35 < waited < 0.4 + 0.1 + 2.0
+        assert httpx.get(url + "/healthz", timeout=10).status_code == 200
+
+
 def test_too_many_header_fields_is_431(tmp_path: Path) -> None:
     with holding_sidecar(tmp_path, max_headers=20) as url:
         headers = {f"x-h{i}": "1" for i in range(30)}

@@ -14,7 +14,9 @@ coroutine endpoint with a response model) needs none of that per request: `HotRo
 its parameters once, when the route is built, and per request parses and validates the body
 in one pass (pydantic's `model_validate_json`), validates the path parameters with FastAPI's
 own fields, calls the dependencies in their declared order, and serializes the answer with
-FastAPI's own `serialize_response`, as FastAPI's handler does.
+FastAPI's own `serialize_response`, as FastAPI's handler does (an instance of the response
+model itself, with that model's own serializer: what `serialize_response` comes to for one,
+without its validation pass and type adapter, 2 us of CPU a request).
 
 What is declared is unchanged: the OpenAPI document, the parameters' validation and the
 dependencies come from the same signature, read by FastAPI. Whatever this handler does not
@@ -84,6 +86,7 @@ class HotRoute(APIRoute):
         status_code = route.status_code
         response_field = route.response_field
         by_alias = route.response_model_by_alias
+        answer_model = _answer_model(route)
 
         async def handler(request: Request) -> Response:
             if overrides:
@@ -121,8 +124,16 @@ class HotRoute(APIRoute):
             raw_answer = await plan.call(**values)
             if isinstance(raw_answer, Response):
                 return raw_answer
-            content = await serialize_response(field=response_field, response_content=raw_answer,
-                                               by_alias=by_alias, dump_json=True)
+            if type(raw_answer) is answer_model:
+                # What FastAPI's serialize_response comes to for an instance of the response
+                # model itself: validating it hands the instance back as it is (pydantic does
+                # not revalidate instances), then its own serializer writes the JSON.
+                content = answer_model.__pydantic_serializer__.to_json(raw_answer,
+                                                                       by_alias=by_alias)
+            else:
+                content = await serialize_response(field=response_field,
+                                                   response_content=raw_answer,
+                                                   by_alias=by_alias, dump_json=True)
             status = (answer_to.status_code if answer_to is not None and answer_to.status_code
                       else status_code)
             response = Response(content=content, status_code=status or 200,
@@ -134,6 +145,16 @@ class HotRoute(APIRoute):
             return response
 
         return handler
+
+
+def _answer_model(route: Any) -> type[BaseModel] | None:
+    """The route's response model when an instance of it may be serialized without FastAPI
+    validating it first (a model that revalidates its instances may not)."""
+    model = route.response_model
+    if (inspect.isclass(model) and issubclass(model, BaseModel)
+            and model.model_config.get("revalidate_instances", "never") == "never"):
+        return model
+    return None
 
 
 def _plan(route: Any) -> _Plan | None:

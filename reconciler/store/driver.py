@@ -54,14 +54,16 @@ class _Prepared:
     #: `construct_params` would hand the caller's values back as they are: it is skipped.
     direct: bool = False
 
+    #: (name, processor) in the order of the SQL's placeholders (positional styles).
+    ordered: tuple[tuple[str, Processor], ...] = ()
+
     def parameters(self, params: dict[str, Any]) -> Any:
         values = params if self.direct else self.compiled.construct_params(params)
         if self.order is None:
             return {name: (p(values[name]) if p else values[name])
                     for name, p in self.processors.items()}
-        processors = self.processors
-        return tuple(p(values[name]) if (p := processors[name]) else values[name]
-                     for name in self.order)
+        # A list made in one pass, then a tuple: a generator's per-item resumption cost more.
+        return tuple([p(values[name]) if p else values[name] for name, p in self.ordered])
 
 
 _SHARED: weakref.WeakKeyDictionary[Dialect, DriverStatements] = weakref.WeakKeyDictionary()
@@ -189,4 +191,5 @@ class DriverStatements:
                   and all(bind.key == name and bind.callable is None
                           for bind, name in compiled.bind_names.items())
                   and compiled.construct_params(params) == named)
-        return _Prepared(compiled.string, order, processors, compiled, record, direct=direct)
+        return _Prepared(compiled.string, order, processors, compiled, record, direct=direct,
+                         ordered=tuple((name, processors[name]) for name in order or ()))

@@ -35,7 +35,8 @@ def intent_values(intent: Intent) -> dict[str, Any]:
         "idempotency_key": intent.idempotency_key, "provider": intent.provider,
         "action": intent.action, "effect": intent.effect.value, "at": intent.at,
         "run_id": intent.run_id, "tool_call_id": intent.tool_call_id,
-        "correlation": json.dumps(dict(intent.correlation))}
+        # Most intents carry none: the text json.dumps gives an empty dict, without its 2 us.
+        "correlation": json.dumps(dict(intent.correlation)) if intent.correlation else "{}"}
 
 
 def state_values(intent: Intent, verdict: Verdict, next_action: str) -> dict[str, Any]:
