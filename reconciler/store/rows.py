@@ -51,7 +51,7 @@ def intent_of(row: IntentRow | Row[Any]) -> Intent:
         operation_id=row.operation_id, request_hash=row.request_hash,
         idempotency_key=row.idempotency_key, provider=row.provider, action=row.action,
         effect=Effect(row.effect), at=row.at, run_id=row.run_id, tool_call_id=row.tool_call_id,
-        correlation=json.loads(row.correlation))
+        correlation=json.loads(row.correlation) if row.correlation != "{}" else {})
 
 
 def attempt_values(attempt: Attempt) -> dict[str, Any]:
