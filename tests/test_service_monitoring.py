@@ -57,6 +57,23 @@ def test_metrics_expose_every_metric_after_exercising_it(sidecar: Sidecar) -> No
     assert samples[("reconciler_escalations_total", ())] == escalations_before + 1
 
 
+def test_store_latency_is_timed_per_port_method_and_not_for_its_building_blocks(
+        sidecar: Sidecar) -> None:
+    def timed(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> dict[str, float]:
+        return {dict(labels)["method"]: value for (name, labels), value in samples.items()
+                if name == "reconciler_store_duration_seconds_count"}
+
+    before = timed(_samples(sidecar))
+    sidecar.intent("op-1")
+    sidecar.attempt("op-1")
+    after = timed(_samples(sidecar))
+    assert after["record_intent"] - before.get("record_intent", 0) == 1
+    assert after["record_attempt_and_decide"] - before.get("record_attempt_and_decide", 0) == 1
+    # What a port method is made of (a write's commit, a read transaction, a contract read in
+    # a transaction) is inside its time already.
+    assert not {"commit", "reading", "contract_in", "session"} & set(after)
+
+
 def test_reconcile_lag_measures_the_oldest_due_operation(sidecar: Sidecar) -> None:
     sidecar.intent("op-1")
     sidecar.attempt("op-1")

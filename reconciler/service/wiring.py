@@ -112,8 +112,8 @@ def build_wiring(settings: Settings, ledger: Ledger | None,
                                           warm=True))
     # Every door a verdict changes by (routes, the gate, the sweep, agent runs) is the ledger's.
     ledger.on_transition = ledger.on_transition or count_transition
-    store = timed_calls(ledger.store)
-    leases = timed_calls(leases_of(store))
+    store = timed_calls(ledger.store, Store)
+    leases = timed_calls(leases_of(store), Leases)
     policy = SweepPolicy(concurrency=settings.probe_concurrency,
                          probe_timeout_s=settings.probe_timeout_s,
                          probe_budget=settings.probe_budget)
