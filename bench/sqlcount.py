@@ -13,6 +13,8 @@ from sqlalchemy import Connection, Engine, event
 
 WRITES = ("INSERT", "UPDATE", "DELETE")
 _WROTE = "bench_wrote"
+#: DurableCommits' own: the connection's total_changes at its last commit or rollback.
+_TOTAL = "bench_total_changes"
 
 
 class SqlCounter:
@@ -86,8 +88,8 @@ class DurableCommits:
 
     def _moved(self, conn: Connection) -> bool:
         total: int = conn.connection.driver_connection.total_changes  # type: ignore[union-attr]
-        moved: bool = total != conn.info.get(_WROTE, 0)
-        conn.info[_WROTE] = total
+        moved: bool = total != conn.info.get(_TOTAL, 0)
+        conn.info[_TOTAL] = total
         return moved
 
     def _commit(self, conn: Connection) -> None:

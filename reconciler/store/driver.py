@@ -42,8 +42,9 @@ Processor = Callable[[Any], Any] | None
 @dataclass(frozen=True, slots=True)
 class _Prepared:
     sql: str
-    #: Parameter names in the order of the SQL's placeholders (positional styles), else None.
-    order: tuple[str, ...] | None
+    #: (name, processor) in the order of the SQL's placeholders (positional styles); None for
+    #: named ones, whose parameters go by `processors`.
+    ordered: tuple[tuple[str, Processor], ...] | None
     processors: Mapping[str, Processor]
     compiled: SQLCompiler
     #: A select's columns: the tuple its rows come back as, and each column's result
@@ -54,12 +55,9 @@ class _Prepared:
     #: `construct_params` would hand the caller's values back as they are: it is skipped.
     direct: bool = False
 
-    #: (name, processor) in the order of the SQL's placeholders (positional styles).
-    ordered: tuple[tuple[str, Processor], ...] = ()
-
     def parameters(self, params: dict[str, Any]) -> Any:
         values = params if self.direct else self.compiled.construct_params(params)
-        if self.order is None:
+        if self.ordered is None:
             return {name: (p(values[name]) if p else values[name])
                     for name, p in self.processors.items()}
         # A list made in one pass, then a tuple: a generator's per-item resumption cost more.
@@ -173,16 +171,14 @@ class DriverStatements:
         if compiled.literal_execute_params or compiled.post_compile_params:
             return None  # parameters SQLAlchemy renders into the SQL at each execution
         style = self.dialect.paramstyle
-        if style in ("qmark", "numeric", "format"):
-            order = tuple(compiled.positiontup or ())
-        elif style in ("named", "pyformat"):
-            order = None
-        else:
+        if style not in ("qmark", "numeric", "format", "named", "pyformat"):
             return None
         # The type as adapted to the dialect (its date format on SQLite, say), under the name
         # the statement gives the parameter (anonymous ones numbered, as construct_params).
         processors = {name: bind.type.dialect_impl(self.dialect).bind_processor(self.dialect)
                       for bind, name in compiled.bind_names.items()}
+        ordered = (tuple((name, processors[name]) for name in compiled.positiontup or ())
+                   if style in ("qmark", "numeric", "format") else None)
         # A select's rows: a tuple type named by its columns' keys, as `Row` names them.
         record = (namedtuple("Record", [c.key for c in statement.selected_columns])  # type: ignore[misc]
                   if isinstance(statement, Select) else None)
@@ -191,5 +187,4 @@ class DriverStatements:
                   and all(bind.key == name and bind.callable is None
                           for bind, name in compiled.bind_names.items())
                   and compiled.construct_params(params) == named)
-        return _Prepared(compiled.string, order, processors, compiled, record, direct=direct,
-                         ordered=tuple((name, processors[name]) for name in order or ()))
+        return _Prepared(compiled.string, ordered, processors, compiled, record, direct=direct)
