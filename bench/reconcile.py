@@ -8,7 +8,8 @@ its own process. Half the operations went through (a key record with a bound rec
 not (an authoritative zero), so each is decided by its first probe.
 
 A second baseline, measured in the same run, is the probes alone: the same N reads through the
-same probe objects with the same concurrency, with no store. What the sweep takes beyond it is
+same probe objects, called the way the sweep calls them (`ProbeThreads`, so on the probe loop),
+with the same concurrency, with no store. What the sweep takes beyond it is
 the store and the bookkeeping.
 
 The sandbox is a Python server (FastAPI on uvicorn) sharing the machine's cores with this
@@ -19,9 +20,9 @@ product's.
 
 from __future__ import annotations
 
+import queue
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
@@ -39,8 +40,9 @@ from bench.operations import (
 )
 from bench.procs import server
 from bench.sandbox import READS_PATH
-from probes.base import ProbeTarget
+from probes.base import Probe, ProbeTarget
 from probes.config import parse_config
+from probes.runner import ProbeThreads
 from reconciler.domain import Verdict
 from reconciler.ledger import Ledger, utcnow
 from reconciler.schedule import SweepPolicy
@@ -55,6 +57,26 @@ TARGET = 2.5
 EARLIER_TARGET = 1.25
 LATENCY_S = 0.020
 CONCURRENCY = 64
+
+
+def alone(probe: Probe, targets: list[ProbeTarget], concurrency: int) -> None:
+    """Every target probed once, `concurrency` calls in flight, through the seam the sweep
+    calls probes by (`ProbeThreads`: an asynchronous probe's calls on the probe loop)."""
+    calls, answered = ProbeThreads(), queue.SimpleQueue[object]()
+    waiting = iter(targets)
+
+    def start() -> int:
+        target = next(waiting, None)
+        if target is None:
+            return 0
+        calls.submit(probe, target).add_done_callback(answered.put)
+        return 1
+
+    in_flight = sum(start() for _ in range(concurrency))
+    while in_flight:
+        answered.get(timeout=60)
+        in_flight += start() - 1
+    calls.close()
 
 
 def run(ctx: Context) -> Outcome:
@@ -80,8 +102,7 @@ def run(ctx: Context) -> Outcome:
             targets = [ProbeTarget.of(intent_of(op, utcnow())) for op in operations]
             alone_cpu, alone_sandbox = time.process_time(), sandbox.cpu_s()
             started = time.perf_counter()
-            with ThreadPoolExecutor(CONCURRENCY) as pool:
-                list(pool.map(probes[0].probe, targets))
+            alone(probes[0], targets, CONCURRENCY)
             probes_only = time.perf_counter() - started
             alone_cpu = time.process_time() - alone_cpu
             alone_sandbox = sandbox.cpu_s() - alone_sandbox

@@ -55,6 +55,15 @@ class Probe(Protocol):
     def probe(self, target: ProbeTarget) -> Observation | Receipt: ...
 
 
+@runtime_checkable
+class AsyncProbe(Probe, Protocol):
+    """A probe that can also be called as a task on an event loop: `aprobe` reads what `probe`
+    reads and answers what it answers, under the same contract. The sweep calls it on its
+    probe loop (`probes/loop.py`) instead of giving the call a thread."""
+
+    async def aprobe(self, target: ProbeTarget) -> Observation | Receipt: ...
+
+
 class ProbeFactory(Protocol):
     """Builds a probe: what a name in the registry (or a plugin's entry point) resolves to.
 

@@ -14,6 +14,7 @@ A read the budget cannot fit before its deadline is cut: no zero (SPEC section 3
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -42,19 +43,28 @@ class Budget:
 
     def take(self, deadline: float, sleep: Callable[[float], None] = time.sleep) -> None:
         """Spend one request, waiting for it if that ends before `deadline` (monotonic)."""
-        while True:
-            with self._lock:
-                now = self.monotonic()
-                self._refill(now)
-                ready = max(self._closed_until, now if self._tokens >= 1 else
-                            now + (1 - self._tokens) * 60.0 / self.per_minute)
-                if ready <= now:
-                    self._tokens -= 1
-                    return
-            if ready > deadline:
-                raise BudgetSpent("the provider's request budget is spent until after the "
-                                  "probe's deadline")
-            sleep(ready - now)
+        while (wait := self._wait(deadline)) is not None:
+            sleep(wait)
+
+    async def atake(self, deadline: float) -> None:
+        """`take` on an event loop: the wait is an `asyncio.sleep`."""
+        while (wait := self._wait(deadline)) is not None:
+            await asyncio.sleep(wait)
+
+    def _wait(self, deadline: float) -> float | None:
+        """Spend one request now (None), or how long until one may be spent."""
+        with self._lock:
+            now = self.monotonic()
+            self._refill(now)
+            ready = max(self._closed_until, now if self._tokens >= 1 else
+                        now + (1 - self._tokens) * 60.0 / self.per_minute)
+            if ready <= now:
+                self._tokens -= 1
+                return None
+        if ready > deadline:
+            raise BudgetSpent("the provider's request budget is spent until after the "
+                              "probe's deadline")
+        return ready - now
 
     def close_for(self, seconds: float) -> None:
         """The provider asked for a pause: no request from any probe for `seconds`."""

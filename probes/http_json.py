@@ -16,10 +16,11 @@ matches, when it found some, keep their authority (SPEC section 3).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,11 +34,16 @@ from probes.matching import Found, UnusableResponse
 from probes.pagination import Cut
 from probes.spec import HttpJsonSpec
 from probes.templates import MissingValue
-from probes.transport import Clients, FetchError, Reply, Session, get
+from probes.transport import Clients, FetchError, Reply, aget, get
 from reconciler.domain import Authority, Match, Observation, Receipt
 
 #: What a provider's error code looks like; anything else (a message) is never quoted.
 _CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+#: One GET a read needs: url, params, headers, deadline (monotonic).
+Fetch = tuple[str, Mapping[str, str], Mapping[str, str], float]
+Reading = Generator[Fetch, Reply, Observation | Receipt]
 
 
 @dataclass(slots=True)
@@ -71,61 +77,93 @@ class HttpJsonProbe:
                 f"authority={spec.authority.value!r}, token_env={env!r})")
 
     def probe(self, target: ProbeTarget) -> Observation | Receipt:
+        reading = self._reading(target)
+        outcome: Reply | FetchError | None = None
         try:
-            headers = {k: t.render(target) for k, t in self.spec.headers.items()}
-            if self.spec.credential is not None:
-                headers.update(self.spec.credential.headers())
-            return self._read(target, headers)
-        except (MissingCredential, MissingValue, FetchError, UnusableResponse) as exc:
+            with self._clients.client() as session:
+                while True:
+                    url, params, headers, deadline = _next(reading, outcome)
+                    try:
+                        outcome = get(session, url, params, self.spec.policy, self._clock,
+                                      deadline=deadline, headers=headers,
+                                      budget=self.spec.budget)
+                    except FetchError as exc:
+                        outcome = exc
+        except StopIteration as done:
+            return _evidence(done)
+        except _UNAVAILABLE as exc:
             return self._unavailable(target, str(exc))
 
-    def _fetch(self, session: Session, url: str, params: Mapping[str, str],
-               headers: Mapping[str, str], deadline: float) -> Reply:
-        return get(session, url, params, self.spec.policy, self._clock, deadline=deadline,
-                   headers=headers, budget=self.spec.budget)
+    async def aprobe(self, target: ProbeTarget) -> Observation | Receipt:
+        """`probe` as a task on an event loop (the sweep's probe loop), over
+        `http11_async`; the same reads, bounds and answers. Where httpx reads instead (an
+        injected transport, a proxy), `probe` runs on a thread of the loop's."""
+        if not self._clients.lean:
+            return await asyncio.to_thread(self.probe, target)
+        reading = self._reading(target)
+        outcome: Reply | FetchError | None = None
+        try:
+            async with self._clients.aclient() as session:
+                while True:
+                    url, params, headers, deadline = _next(reading, outcome)
+                    try:
+                        outcome = await aget(session, url, params, self.spec.policy,
+                                             self._clock, deadline=deadline, headers=headers,
+                                             budget=self.spec.budget)
+                    except FetchError as exc:
+                        outcome = exc
+        except StopIteration as done:
+            return _evidence(done)
+        except _UNAVAILABLE as exc:
+            return self._unavailable(target, str(exc))
 
-    def _read(self, target: ProbeTarget, headers: Mapping[str, str]) -> Observation | Receipt:
+    def _reading(self, target: ProbeTarget) -> Reading:
+        """The read, without I/O: it yields each GET it needs (url, params, headers,
+        deadline) and is sent the reply (or thrown the `FetchError`), so that `probe` and
+        `aprobe` make the same read over their own clients; it returns the evidence."""
         spec = self.spec
+        headers = {k: t.render(target) for k, t in spec.headers.items()}
+        if spec.credential is not None:
+            headers.update(spec.credential.headers())
         url = spec.base_url + spec.path.render(target, lambda value: quote(value, safe=""))
         params: Mapping[str, str] = {k: t.render(target) for k, t in spec.params.items()}
         deadline = time.monotonic() + spec.policy.deadline_s
         read = _Read({})
-        with self._clients.client() as session:
-            for page in range(spec.max_pages):
-                try:
-                    reply = self._fetch(session, url, params, headers, deadline)
-                except FetchError as exc:
-                    if page == 0:
-                        raise
-                    read.cut = f"page {page + 1}: {exc}"
-                    break
-                read.at = read.at or reply.at
-                if reply.status == 404 and page == 0 and self._means_zero(
-                        session, reply, target, headers, deadline):
-                    return Observation(target.operation_id, reply.at, self.name, spec.authority)
-                if not 200 <= reply.status < 300:
-                    raise UnusableResponse(f"HTTP {reply.status}{_error_code(reply.content)}")
-                body = _json(reply.content)
-                for check in spec.require:
-                    if not check.holds(body, target):
-                        raise UnusableResponse(f"the response failed the check on {check.path!r}"
-                                               f"{_error_code(reply.content)}")
-                found = spec.extraction.found(body, target)
-                if spec.receipt:
-                    return self._receipt(target, reply, found)
-                for match in found.matches:
-                    read.matches.setdefault(match.provider_ref, match)
-                read.cut = read.cut or self._undecided(found) or self._incomplete(body)
-                following = spec.pagination.following(
-                    url, params, body, reply.headers, spec.extraction.items(body), spec.base_url)
-                if following is None:
-                    break
-                if isinstance(following, Cut):
-                    read.cut = read.cut or following.why
-                    break
-                url, params = following.url, following.params
-            else:
-                read.cut = read.cut or f"more than max_pages = {spec.max_pages} pages"
+        for page in range(spec.max_pages):
+            try:
+                reply = yield url, params, headers, deadline
+            except FetchError as exc:
+                if page == 0:
+                    raise
+                read.cut = f"page {page + 1}: {exc}"
+                break
+            read.at = read.at or reply.at
+            if reply.status == 404 and page == 0 and (
+                    yield from self._means_zero(reply, target, headers, deadline)):
+                return Observation(target.operation_id, reply.at, self.name, spec.authority)
+            if not 200 <= reply.status < 300:
+                raise UnusableResponse(f"HTTP {reply.status}{_error_code(reply.content)}")
+            body = _json(reply.content)
+            for check in spec.require:
+                if not check.holds(body, target):
+                    raise UnusableResponse(f"the response failed the check on {check.path!r}"
+                                           f"{_error_code(reply.content)}")
+            found = spec.extraction.found(body, target)
+            if spec.receipt:
+                return self._receipt(target, reply, found)
+            for match in found.matches:
+                read.matches.setdefault(match.provider_ref, match)
+            read.cut = read.cut or self._undecided(found) or self._incomplete(body)
+            following = spec.pagination.following(
+                url, params, body, reply.headers, spec.extraction.items(body), spec.base_url)
+            if following is None:
+                break
+            if isinstance(following, Cut):
+                read.cut = read.cut or following.why
+                break
+            url, params = following.url, following.params
+        else:
+            read.cut = read.cut or f"more than max_pages = {spec.max_pages} pages"
         assert read.at is not None
         if read.cut is not None and not read.matches:
             return self._unavailable(target, f"read cut short: {read.cut}", read.at)
@@ -151,8 +189,8 @@ class HttpJsonProbe:
         value = body.get(flag) if isinstance(body, dict) else None
         return f"the provider marked the answer incomplete ({flag})" if value is True else None
 
-    def _means_zero(self, session: Session, reply: Reply, target: ProbeTarget,
-                    headers: Mapping[str, str], deadline: float) -> bool:
+    def _means_zero(self, reply: Reply, target: ProbeTarget, headers: Mapping[str, str],
+                    deadline: float) -> Generator[Fetch, Reply, bool]:
         """Whether a 404 says "no such object" (and not "no such route", nor "not in the
         account or mode this key reads"): its body passes the checks, then each confirm read."""
         checks = self.spec.not_found
@@ -166,7 +204,7 @@ class HttpJsonProbe:
             return False
         for confirm in self.spec.confirm:
             url = self.spec.base_url + confirm.path.render(target, lambda v: quote(v, safe=""))
-            answer = self._fetch(session, url, {}, headers, deadline)
+            answer = yield url, {}, headers, deadline
             if not 200 <= answer.status < 300:
                 raise UnusableResponse(f"HTTP {answer.status} from the confirm read "
                                        f"{confirm.path.text}: a 404 proves no zero")
@@ -179,6 +217,26 @@ class HttpJsonProbe:
                      at: datetime | None = None) -> Observation:
         return Observation(target.operation_id, at or self._clock(), self.name,
                            Authority.UNAVAILABLE, error=error)
+
+
+#: What makes a read evidence of nothing: its credential or a value it needs missing, no
+#: usable answer.
+_UNAVAILABLE = (MissingCredential, MissingValue, FetchError, UnusableResponse)
+
+
+def _next(reading: Reading, outcome: Reply | FetchError | None) -> Fetch:
+    """The read's next GET, once it is given the last one's reply or error (StopIteration
+    with the evidence when it needs none)."""
+    if outcome is None:
+        return next(reading)
+    if isinstance(outcome, FetchError):
+        return reading.throw(outcome)
+    return reading.send(outcome)
+
+
+def _evidence(done: StopIteration) -> Observation | Receipt:
+    result: Observation | Receipt = done.value
+    return result
 
 
 def _json(content: bytes) -> Any:

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from datetime import datetime
 
-from probes.base import Probe, ProbeTarget, utc_now
+from probes.base import AsyncProbe, Probe, ProbeTarget, utc_now
+from probes.loop import ProbeLoop
 from reconciler.domain import Authority, Observation, Receipt
 
 log = logging.getLogger(__name__)
@@ -27,13 +28,36 @@ def run_probe(probe: Probe, target: ProbeTarget,
     try:
         result = probe.probe(target)
     except Exception as exc:
-        # The type only: an exception's message may quote a request, a header or a body.
-        log.warning("probe %r raised %s", probe.name, type(exc).__name__)
-        return _unavailable(probe, target, clock, f"probe raised {type(exc).__name__}")
+        return _raised(probe, target, clock, exc)
+    return _held(probe, target, clock, result)
+
+
+async def run_probe_async(probe: AsyncProbe, target: ProbeTarget,
+                          clock: Callable[[], datetime] = utc_now) -> Observation | Receipt:
+    """`run_probe` with `await probe.aprobe(target)`; the future of its task never holds an
+    exception, not even a cancellation's."""
+    try:
+        result = await probe.aprobe(target)
+    except BaseException as exc:  # as on ProbeThreads' threads: evidence of nothing
+        return _raised(probe, target, clock, exc)
+    return _held(probe, target, clock, result)
+
+
+def _raised(probe: Probe, target: ProbeTarget, clock: Callable[[], datetime],
+            exc: BaseException) -> Observation:
+    # The type only: an exception's message may quote a request, a header or a body.
+    log.warning("probe %r raised %s", probe.name, type(exc).__name__)
+    return _unavailable(probe, target, clock, f"probe raised {type(exc).__name__}")
+
+
+def _held(probe: Probe, target: ProbeTarget, clock: Callable[[], datetime],
+          result: object) -> Observation | Receipt:
+    """`result`, or an `unavailable` observation if it breaks the probe contract."""
     problem = _contract_problem(probe, target, result)
     if problem is not None:
         log.warning("probe %r broke its contract: %s", probe.name, problem)
         return _unavailable(probe, target, clock, f"invalid probe result: {problem}")
+    assert isinstance(result, Observation | Receipt)
     return result
 
 
@@ -48,7 +72,8 @@ _Task = tuple[Callable[[], Observation | Receipt], Future[Observation | Receipt]
 
 
 class ProbeThreads:
-    """Probe calls on daemon threads, each thread reused from call to call.
+    """Probe calls on daemon threads, each thread reused from call to call; an asynchronous
+    probe's calls (`AsyncProbe`) as tasks on one probe loop (`probes/loop.py`) instead.
 
     The caller holds a call to its time limit (`Future.result(timeout)`, or its own clock) and
     may abandon it: the call keeps its thread until it returns, if ever, while other calls get
@@ -58,13 +83,18 @@ class ProbeThreads:
 
     def __init__(self, idle_s: float = 30.0) -> None:
         self.idle_s = idle_s
+        self._loop = ProbeLoop()
         self._idle: list[queue.SimpleQueue[_Task | None]] = []
         self._lock = threading.Lock()
         self._closed = False
 
     def submit(self, probe: Probe, target: ProbeTarget,
                clock: Callable[[], datetime] = utc_now) -> Future[Observation | Receipt]:
-        """`run_probe` on one of the threads; the future never holds an exception."""
+        """`run_probe` on one of the threads (`run_probe_async` on the probe loop for an
+        asynchronous probe); the future never holds an exception."""
+        if isinstance(probe, AsyncProbe):
+            return self._loop.submit(run_probe_async(probe, target, clock))
+
         def call() -> Observation | Receipt:
             try:
                 return run_probe(probe, target, clock)
@@ -77,7 +107,9 @@ class ProbeThreads:
         return answer
 
     def close(self) -> None:
-        """End the idle threads now, and each busy one when its call returns."""
+        """End the idle threads now, and each busy one when its call returns; end the probe
+        loop, cancelling the calls still on it."""
+        self._loop.close()
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []

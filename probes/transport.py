@@ -15,24 +15,26 @@ exception classes, mapped here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 import time
 import urllib.request
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from functools import cache
-from typing import Protocol
+from typing import Any, Protocol
 
 import httpx
-from tenacity import RetryCallState, Retrying, retry_if_exception_type
+from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception_type
 
 from probes.budget import Budget, BudgetSpent
 from probes.http11 import Connection
+from probes.http11_async import AsyncConnection
 
 log = logging.getLogger(__name__)
 
@@ -75,14 +77,18 @@ class _Transient(Exception):
         self.retry_after = retry_after
 
 
-class Answer(Protocol):
-    """What `get` reads of an answer: an `httpx.Response` or an `http11.Response`."""
+class Head(Protocol):
+    """What decides whether an answer is worth another try: its status and headers."""
 
     @property
     def status_code(self) -> int: ...
 
     @property
     def headers(self) -> Mapping[str, str]: ...
+
+
+class Answer(Head, Protocol):
+    """What `get` reads of an answer: an `httpx.Response` or an `http11.Response`."""
 
     def iter_bytes(self) -> Iterator[bytes]: ...
 
@@ -97,7 +103,7 @@ class Session(Protocol):
     def close(self) -> None: ...
 
 
-def retry_after(response: Answer, now: Callable[[], float] = time.time) -> float | None:
+def retry_after(response: Head, now: Callable[[], float] = time.time) -> float | None:
     """The wait a rate-limit answer asks for, in seconds; None when it names none."""
     value = response.headers.get("retry-after")
     if value is not None:
@@ -117,7 +123,7 @@ def retry_after(response: Answer, now: Callable[[], float] = time.time) -> float
     return None
 
 
-def _rate_limited(response: Answer) -> bool:
+def _rate_limited(response: Head) -> bool:
     # GitHub answers a spent primary rate limit with 403 and x-ratelimit-remaining: 0, and a
     # secondary one with 403 or 429 and Retry-After; a plain 403 is a permission error.
     if response.status_code == 429:
@@ -148,6 +154,7 @@ class Clients:
         # No lock: a deque's appends and pops are thread-safe (the collections docs), and with
         # 64 calls in flight a lock around them was contended.
         self._idle: deque[Session] = deque()
+        self._idle_async: deque[tuple[asyncio.AbstractEventLoop, AsyncConnection]] = deque()
 
     @contextmanager
     def client(self) -> Iterator[Session]:
@@ -165,6 +172,33 @@ class Clients:
             # Two calls ending at once may both keep theirs: `keep` is a bound give or take.
             if len(self._idle) < self.keep:
                 self._idle.append(session)
+            else:
+                session.close()
+
+    @property
+    def lean(self) -> bool:
+        """Whether calls go over the lean clients (`http11`), not httpx (a transport given, or a
+        proxy named in the environment when the client would be made: an idle one was made
+        lean, and reading the environment costs more than a read's own work)."""
+        return self.transport is None and (bool(self._idle_async) or not _proxied())
+
+    @asynccontextmanager
+    async def aclient(self) -> AsyncIterator[AsyncConnection]:
+        """`client` for calls on one event loop (the probe loop's): an idle
+        `http11_async.AsyncConnection`, or a new one, given back when done."""
+        loop = asyncio.get_running_loop()
+        session = None
+        while self._idle_async and session is None:
+            kept, session = self._idle_async.pop()
+            if kept is not loop:
+                session = None  # its connections died with the loop they were made on
+        if session is None:
+            session = AsyncConnection(self.headers, _tls())
+        try:
+            yield session
+        finally:
+            if len(self._idle_async) < self.keep:
+                self._idle_async.append((loop, session))
             else:
                 session.close()
 
@@ -187,6 +221,94 @@ def _tls() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+class _Tries:
+    """The bounds of one read, shared by `get` and `aget`: tenacity's stop, wait and retry
+    strategies, the per-try timeout, and what a spent read reports."""
+
+    def __init__(self, policy: RetryPolicy, deadline: float | None) -> None:
+        self.policy = policy
+        self.deadline = time.monotonic() + policy.deadline_s if deadline is None else deadline
+
+    def remaining(self) -> float:
+        return max(self.deadline - time.monotonic(), 0.0)
+
+    def timeout(self) -> float:
+        return min(self.policy.timeout_s, max(self.remaining(), 0.05))
+
+    def strategies(self) -> dict[str, Any]:
+        def asked_wait(state: RetryCallState) -> float | None:
+            failure = state.outcome.exception() if state.outcome else None
+            return failure.retry_after if isinstance(failure, _Transient) else None
+
+        def wait(state: RetryCallState) -> float:
+            asked = asked_wait(state)
+            backoff = self.policy.backoff_s * 2.0 ** (state.attempt_number - 1)
+            return min(max(backoff, asked or 0.0), self.remaining())
+
+        def stop(state: RetryCallState) -> bool:
+            asked = asked_wait(state)
+            return (state.attempt_number >= self.policy.tries or self.remaining() <= 0
+                    or (asked is not None and asked > self.remaining()))
+
+        def note_retry(state: RetryCallState) -> None:
+            failure = state.outcome.exception() if state.outcome else None
+            log.debug("probe read: %s on try %d, retrying", failure, state.attempt_number)
+
+        return {"stop": stop, "wait": wait, "retry": retry_if_exception_type(_Transient),
+                "before_sleep": note_retry, "reraise": True}
+
+    def spent(self, exc: _Transient, tries: int) -> FetchError:
+        if exc.retry_after is not None and exc.retry_after > self.remaining():
+            return FetchError(f"{exc}, asked to wait {exc.retry_after:g}s: past the deadline "
+                              f"(after {tries} tries)")
+        return FetchError(f"{exc} after {tries} tries")
+
+
+class _Body:
+    """An answer's body as it arrives, held to the size cap and the read's deadline."""
+
+    def __init__(self, tries: _Tries) -> None:
+        self.tries = tries
+        self.data = bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self.data += chunk
+        if len(self.data) > self.tries.policy.max_bytes:
+            raise FetchError(f"response larger than {self.tries.policy.max_bytes} bytes")
+        if time.monotonic() > self.tries.deadline:
+            # A per-read timeout does not stop a server that trickles bytes; the deadline does.
+            raise FetchError("response still arriving at the deadline")
+
+
+def _transient(response: Head, budget: Budget | None) -> None:
+    """`_Transient` for an answer worth another try (a rate limit closes the budget)."""
+    if _rate_limited(response) or response.status_code in RETRY_STATUSES:
+        wait = retry_after(response)
+        if wait is not None and budget is not None:
+            budget.close_for(wait)
+        limited = "rate limited: " if _rate_limited(response) else ""
+        raise _Transient(f"{limited}HTTP {response.status_code}", wait)
+
+
+@contextmanager
+def _wire_errors() -> Iterator[None]:
+    """httpx's exception classes (either client raises them) as `_Transient` or `FetchError`."""
+    try:
+        yield
+    except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+        raise _Transient(type(exc).__name__) from None
+    except httpx.HTTPError as exc:
+        raise FetchError(f"request failed: {type(exc).__name__}") from None
+
+
+def _spend(budget: Budget | None, deadline: float) -> None:
+    if budget is not None:
+        try:
+            budget.take(deadline)
+        except BudgetSpent as exc:
+            raise FetchError(f"rate limited: {exc}") from None
+
+
 def get(session: Session, url: str, params: Mapping[str, str], policy: RetryPolicy,
         clock: Callable[[], datetime], *, deadline: float | None = None,
         headers: Mapping[str, str] | None = None, budget: Budget | None = None) -> Reply:
@@ -195,74 +317,53 @@ def get(session: Session, url: str, params: Mapping[str, str], policy: RetryPoli
     `deadline` (monotonic) bounds every try, wait and byte; by default `policy.deadline_s` from
     now. `budget`, when given, is spent once per try.
     """
-    deadline = time.monotonic() + policy.deadline_s if deadline is None else deadline
-
-    def remaining() -> float:
-        return max(deadline - time.monotonic(), 0.0)
+    tries = _Tries(policy, deadline)
 
     def once() -> Reply:
-        if budget is not None:
-            try:
-                budget.take(deadline)
-            except BudgetSpent as exc:
-                raise FetchError(f"rate limited: {exc}") from None
+        _spend(budget, tries.deadline)
         # The send time, not the arrival time, dates the answer: the provider's state is at least
         # this recent, which is the safe side for a lagging read's "late enough" test.
         at = clock()
-        timeout = min(policy.timeout_s, max(remaining(), 0.05))
-        try:
-            with session.stream("GET", url, params=params or None, headers=headers,
-                                timeout=timeout) as response:
-                if _rate_limited(response) or response.status_code in RETRY_STATUSES:
-                    wait = retry_after(response)
-                    if wait is not None and budget is not None:
-                        budget.close_for(wait)
-                    limited = "rate limited: " if _rate_limited(response) else ""
-                    raise _Transient(f"{limited}HTTP {response.status_code}", wait)
-                return Reply(at, response.status_code, _read(response, deadline, policy),
-                             dict(response.headers))
-        except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-            raise _Transient(type(exc).__name__) from None
-        except httpx.HTTPError as exc:
-            raise FetchError(f"request failed: {type(exc).__name__}") from None
+        with _wire_errors(), session.stream("GET", url, params=params or None, headers=headers,
+                                            timeout=tries.timeout()) as response:
+            _transient(response, budget)
+            body = _Body(tries)
+            for chunk in response.iter_bytes():
+                body.add(chunk)
+            return Reply(at, response.status_code, bytes(body.data), dict(response.headers))
 
-    def asked_wait(state: RetryCallState) -> float | None:
-        failure = state.outcome.exception() if state.outcome else None
-        return failure.retry_after if isinstance(failure, _Transient) else None
-
-    def wait(state: RetryCallState) -> float:
-        asked = asked_wait(state)
-        backoff = policy.backoff_s * 2.0 ** (state.attempt_number - 1)
-        return min(max(backoff, asked or 0.0), remaining())
-
-    def stop(state: RetryCallState) -> bool:
-        asked = asked_wait(state)
-        return (state.attempt_number >= policy.tries or remaining() <= 0
-                or (asked is not None and asked > remaining()))
-
-    def note_retry(state: RetryCallState) -> None:
-        failure = state.outcome.exception() if state.outcome else None
-        log.debug("probe read: %s on try %d, retrying", failure, state.attempt_number)
-
-    retrying = Retrying(stop=stop, wait=wait, retry=retry_if_exception_type(_Transient),
-                        before_sleep=note_retry, reraise=True)
+    retrying = Retrying(**tries.strategies())
     try:
         return retrying(once)
     except _Transient as exc:
-        tries = retrying.statistics["attempt_number"]
-        if exc.retry_after is not None and exc.retry_after > remaining():
-            raise FetchError(f"{exc}, asked to wait {exc.retry_after:g}s: past the deadline "
-                             f"(after {tries} tries)") from None
-        raise FetchError(f"{exc} after {tries} tries") from None
+        raise tries.spent(exc, retrying.statistics["attempt_number"]) from None
 
 
-def _read(response: Answer, deadline: float, policy: RetryPolicy) -> bytes:
-    body = bytearray()
-    for chunk in response.iter_bytes():
-        body += chunk
-        if len(body) > policy.max_bytes:
-            raise FetchError(f"response larger than {policy.max_bytes} bytes")
-        if time.monotonic() > deadline:
-            # A per-read timeout does not stop a server that trickles bytes; the deadline does.
-            raise FetchError("response still arriving at the deadline")
-    return bytes(body)
+async def aget(session: AsyncConnection, url: str, params: Mapping[str, str],
+               policy: RetryPolicy, clock: Callable[[], datetime], *,
+               deadline: float | None = None, headers: Mapping[str, str] | None = None,
+               budget: Budget | None = None) -> Reply:
+    """`get` on an event loop, over `http11_async`: the same tries, bounds and errors."""
+    tries = _Tries(policy, deadline)
+
+    async def once() -> Reply:
+        if budget is not None:
+            try:
+                await budget.atake(tries.deadline)
+            except BudgetSpent as exc:
+                raise FetchError(f"rate limited: {exc}") from None
+        at = clock()
+        with _wire_errors():
+            async with session.stream(url, params=params or None, headers=headers,
+                                      timeout=tries.timeout()) as response:
+                _transient(response, budget)
+                body = _Body(tries)
+                async for chunk in response.aiter_bytes():
+                    body.add(chunk)
+                return Reply(at, response.status_code, bytes(body.data), dict(response.headers))
+
+    retrying = AsyncRetrying(**tries.strategies())
+    try:
+        return await retrying(once)
+    except _Transient as exc:
+        raise tries.spent(exc, retrying.statistics["attempt_number"]) from None

@@ -1,4 +1,5 @@
-"""The lean HTTP/1.1 client under the probe framework (probes/http11.py), on the wire: bodies
+"""The lean HTTP/1.1 clients under the probe framework (probes/http11.py, blocking, and
+probes/http11_async.py, on the probe loop), each test run on both, on the wire: bodies
 framed every way HTTP/1.1 frames them, decoded, capped while read; keep-alive only after an
 answer read to its end; timeouts; HTTPS verified; redirects never followed; the URL and headers
 httpx would have sent; and when httpx is used instead (an injected transport, a proxy)."""
@@ -6,6 +7,7 @@ httpx would have sent; and when httpx is used instead (an injected transport, a 
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 import socket
 import ssl
@@ -13,14 +15,20 @@ import subprocess
 import threading
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 
+from probes.base import ProbeTarget
 from probes.http11 import Connection
-from probes.transport import Clients, FetchError, RetryPolicy, _tls, get
+from probes.http11_async import AsyncConnection
+from probes.http_json import http_json
+from probes.loop import ProbeLoop
+from probes.transport import Clients, FetchError, Reply, RetryPolicy, _tls, aget, get
+from reconciler.domain import Authority, Observation, Receipt
 
 #: Bound on every wait here; none is expected to come near it.
 PATIENCE_S = 10
@@ -104,128 +112,159 @@ def serve() -> Iterator[Callable[..., Server]]:
         server.close()
 
 
-def fetch(session: Connection | httpx.Client, url: str, policy: RetryPolicy = FAST,
-          params: dict[str, str] | None = None) -> tuple[int, bytes]:
-    reply = get(session, url, params or {}, policy, lambda: datetime.now(UTC))
-    return reply.status, reply.content
+class Wire:
+    """One of the two lean clients, both held to every test here: the blocking one (a probe's
+    `probe`) and the asyncio one (`aprobe`, on a probe loop as the sweep runs it)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.loop = ProbeLoop() if kind == "asyncio" else None
+
+    def connection(self, tls: ssl.SSLContext | None = None,
+                   headers: dict[str, str] | None = None) -> Connection | AsyncConnection:
+        return (AsyncConnection if self.loop else Connection)(headers or {}, tls or _tls())
+
+    def get(self, session: Connection | AsyncConnection | httpx.Client, url: str,
+            policy: RetryPolicy = FAST, params: dict[str, str] | None = None,
+            headers: dict[str, str] | None = None) -> Reply:
+        clock = lambda: datetime.now(UTC)  # noqa: E731
+        if isinstance(session, AsyncConnection):
+            assert self.loop is not None
+            return self.loop.submit(aget(session, url, params or {}, policy, clock,
+                                         headers=headers)).result(PATIENCE_S)
+        assert not isinstance(session, AsyncConnection)
+        return get(session, url, params or {}, policy, clock, headers=headers)
+
+    def fetch(self, session: Connection | AsyncConnection | httpx.Client, url: str,
+              policy: RetryPolicy = FAST) -> tuple[int, bytes]:
+        reply = self.get(session, url, policy)
+        return reply.status, reply.content
 
 
-def lean() -> Connection:
-    return Connection({}, _tls())
+@pytest.fixture(params=["blocking", "asyncio"])
+def wire(request: pytest.FixtureRequest) -> Iterator[Wire]:
+    made = Wire(request.param)
+    yield made
+    if made.loop is not None:
+        made.loop.close()
 
 
-def test_content_length_chunked_and_read_to_close_bodies(serve: Callable[..., Server]) -> None:
+def test_content_length_chunked_and_read_to_close_bodies(
+        serve: Callable[..., Server], wire: Wire) -> None:
     chunked = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\n\r\n")
     to_close = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end"
     server = serve(respond("200 OK", b"framed"), lambda r: (chunked, False),
                    lambda r: (to_close, True), respond("200 OK", b"again"))
-    session = lean()
-    assert fetch(session, server.url) == (200, b"framed")
-    assert fetch(session, server.url) == (200, b"hello, world")
-    assert fetch(session, server.url) == (200, b"until the end")
-    assert fetch(session, server.url) == (200, b"again")
+    session = wire.connection()
+    assert wire.fetch(session, server.url) == (200, b"framed")
+    assert wire.fetch(session, server.url) == (200, b"hello, world")
+    assert wire.fetch(session, server.url) == (200, b"until the end")
+    assert wire.fetch(session, server.url) == (200, b"again")
     # Kept alive through the framed answers; a new connection after the server closed one.
     assert server.connections == 2
 
 
-def test_gzip_and_deflate_are_decoded(serve: Callable[..., Server]) -> None:
+def test_gzip_and_deflate_are_decoded(serve: Callable[..., Server], wire: Wire) -> None:
     raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
     raw = raw_deflate.compress(b"raw deflate") + raw_deflate.flush()
     server = serve(respond("200 OK", gzip.compress(b"gzipped"), "Content-Encoding: gzip"),
                    respond("200 OK", zlib.compress(b"zlib deflate"), "Content-Encoding: deflate"),
                    respond("200 OK", raw, "Content-Encoding: deflate"),
                    respond("200 OK", b"\x1f\x8bnot gzip", "Content-Encoding: gzip"))
-    session = lean()
-    assert fetch(session, server.url)[1] == b"gzipped"
-    assert fetch(session, server.url)[1] == b"zlib deflate"
-    assert fetch(session, server.url)[1] == b"raw deflate"
+    session = wire.connection()
+    assert wire.fetch(session, server.url)[1] == b"gzipped"
+    assert wire.fetch(session, server.url)[1] == b"zlib deflate"
+    assert wire.fetch(session, server.url)[1] == b"raw deflate"
     with pytest.raises(FetchError, match="request failed: DecodingError"):
-        fetch(session, server.url)
+        wire.fetch(session, server.url)
 
 
 def test_the_size_cap_holds_while_reading_and_on_what_a_body_expands_to(
-        serve: Callable[..., Server]) -> None:
+        serve: Callable[..., Server], wire: Wire) -> None:
     bomb = gzip.compress(b"[" * 5_000_000)
     assert len(bomb) < FAST.max_bytes * 10
     server = serve(respond("200 OK", b"x" * 5000),
                    respond("200 OK", bomb, "Content-Encoding: gzip"), respond("200 OK", b"small"))
-    session = lean()
+    session = wire.connection()
     with pytest.raises(FetchError, match="larger than 1000 bytes"):
-        fetch(session, server.url)
+        wire.fetch(session, server.url)
     with pytest.raises(FetchError, match="larger than 1000 bytes"):
-        fetch(session, server.url)
+        wire.fetch(session, server.url)
     # The unread rest of each answer went with its connection: the next GET opened a new one.
-    assert fetch(session, server.url) == (200, b"small")
+    assert wire.fetch(session, server.url) == (200, b"small")
     assert server.connections == 3
 
 
 def test_an_answer_not_read_to_its_end_is_never_followed_on_its_connection(
-        serve: Callable[..., Server]) -> None:
+        serve: Callable[..., Server], wire: Wire) -> None:
     server = serve(respond("503 Service Unavailable", b"busy" * 100), respond("200 OK", b"ok"))
-    session = lean()
+    session = wire.connection()
     # The 503 is retried without reading its body: the retry goes on a new connection.
-    assert fetch(session, server.url) == (200, b"ok")
+    assert wire.fetch(session, server.url) == (200, b"ok")
     assert len(server.heads) == 2 and server.connections == 2
 
 
 def test_a_connection_the_server_closed_while_idle_is_not_reused(
-        serve: Callable[..., Server]) -> None:
+        serve: Callable[..., Server], wire: Wire) -> None:
     server = serve(respond("200 OK", b"one", close=True), respond("200 OK", b"two"))
-    session = lean()
-    assert fetch(session, server.url) == (200, b"one")
+    session = wire.connection()
+    assert wire.fetch(session, server.url) == (200, b"one")
     # Once the server has closed it (a request sent while it closes fails as ReadError: a try
     # spent, and the retry reconnects), the next GET opens another at once, in one try.
     assert server.closed.wait(PATIENCE_S)
-    assert fetch(session, server.url, RetryPolicy(tries=1, timeout_s=1)) == (200, b"two")
+    assert wire.fetch(session, server.url, RetryPolicy(tries=1, timeout_s=1)) == (200, b"two")
     assert server.connections == 2
 
 
 def test_a_body_cut_short_of_its_length_is_transient_then_fails(
-        serve: Callable[..., Server]) -> None:
+        serve: Callable[..., Server], wire: Wire) -> None:
     server = serve(lambda r: (b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort", True))
     with pytest.raises(FetchError, match="RemoteProtocolError after 2 tries"):
-        fetch(lean(), server.url)
+        wire.fetch(wire.connection(), server.url)
 
 
-def test_a_garbled_status_line_is_a_protocol_error(serve: Callable[..., Server]) -> None:
+def test_a_garbled_status_line_is_a_protocol_error(
+        serve: Callable[..., Server], wire: Wire) -> None:
     server = serve(lambda r: (b"\x00\xffNOT HTTP\r\n\r\n", True))
     with pytest.raises(FetchError, match="RemoteProtocolError after 2 tries"):
-        fetch(lean(), server.url)
+        wire.fetch(wire.connection(), server.url)
 
 
 def test_a_server_that_never_answers_times_out_within_the_policy(
-        serve: Callable[..., Server]) -> None:
+        serve: Callable[..., Server], wire: Wire) -> None:
     release = threading.Event()
     server = serve(lambda request: (b"", release.wait(PATIENCE_S)))
     try:
         with pytest.raises(FetchError, match="ReadTimeout after 2 tries"):
-            fetch(lean(), server.url)
+            wire.fetch(wire.connection(), server.url)
     finally:
         release.set()
 
 
-def test_nothing_listening_is_a_connect_error() -> None:
+def test_nothing_listening_is_a_connect_error(wire: Wire) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     with pytest.raises(FetchError, match="ConnectError after 2 tries"):
-        fetch(lean(), f"http://127.0.0.1:{port}/")
+        wire.fetch(wire.connection(), f"http://127.0.0.1:{port}/")
 
 
-def test_a_redirect_is_the_answer_never_followed(serve: Callable[..., Server]) -> None:
+def test_a_redirect_is_the_answer_never_followed(
+        serve: Callable[..., Server], wire: Wire) -> None:
     server = serve(respond("302 Found", b"", "Location: http://elsewhere.invalid/"))
-    assert fetch(lean(), server.url) == (302, b"")
+    assert wire.fetch(wire.connection(), server.url) == (302, b"")
     assert len(server.heads) == 1
 
 
-def test_the_url_and_headers_are_those_httpx_would_send(serve: Callable[..., Server]) -> None:
+def test_the_url_and_headers_are_those_httpx_would_send(
+        serve: Callable[..., Server], wire: Wire) -> None:
     server = serve(respond("200 OK", b"{}"))
     url = server.url + "/v1/charges/search?expand=data"
     params = {"query": "metadata['operation_id']:'op 1'", "limit": "100"}
-    with Connection({"Authorization": "Bearer sk_test"}, _tls()).stream(
-            "GET", url, params=params, headers={"User-Agent": "mine"}, timeout=1) as answer:
-        assert b"".join(answer.iter_bytes()) == b"{}"
+    session = wire.connection(headers={"Authorization": "Bearer sk_test"})
+    assert wire.get(session, url, params=params,
+                    headers={"User-Agent": "mine"}).content == b"{}"
     line, *fields = server.heads[0].decode().split("\r\n")
     sent = {name.lower(): value for name, value in (f.split(": ", 1) for f in fields)}
     expected = httpx.Client().build_request("GET", url, params=params)
@@ -236,14 +275,15 @@ def test_the_url_and_headers_are_those_httpx_would_send(serve: Callable[..., Ser
 
 
 def test_repeated_answer_headers_are_joined_as_httpx_joins_them(
-        serve: Callable[..., Server]) -> None:
+        serve: Callable[..., Server], wire: Wire) -> None:
     server = serve(respond("200 OK", b"", "Link: <a>; rel=\"prev\"", "Link: <b>; rel=\"next\""))
-    reply = get(lean(), server.url, {}, FAST, lambda: datetime.now(UTC))
+    reply = wire.get(wire.connection(), server.url)
     assert reply.headers["link"] == '<a>; rel="prev", <b>; rel="next"'
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
-def test_https_verifies_the_certificate(tmp_path: Path, serve: Callable[..., Server]) -> None:
+def test_https_verifies_the_certificate(tmp_path: Path, serve: Callable[..., Server],
+                                       wire: Wire) -> None:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
                     "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
@@ -254,10 +294,10 @@ def test_https_verifies_the_certificate(tmp_path: Path, serve: Callable[..., Ser
     server = serve(respond("200 OK", b"secure"), tls=tls)
     assert server.url.startswith("https://")
     trusting = ssl.create_default_context(cafile=str(cert))
-    assert fetch(Connection({}, trusting), server.url) == (200, b"secure")
+    assert wire.fetch(wire.connection(trusting), server.url) == (200, b"secure")
     # The probes' own context (the CA bundle) does not know this certificate.
     with pytest.raises(FetchError, match="ConnectError after 2 tries"):
-        fetch(lean(), server.url)
+        wire.fetch(wire.connection(), server.url)
 
 
 def test_httpx_is_used_for_an_injected_transport_or_a_proxy(
@@ -276,9 +316,35 @@ def test_httpx_is_used_for_an_injected_transport_or_a_proxy(
 
 
 def test_a_header_value_with_a_line_break_is_a_failed_read_never_sent(
-        serve: Callable[..., Server]) -> None:
+        serve: Callable[..., Server], wire: Wire) -> None:
     server = serve(respond("200 OK", b"{}"))
     with pytest.raises(FetchError, match="request failed: LocalProtocolError"):
-        get(lean(), server.url, {}, FAST, lambda: datetime.now(UTC),
-            headers={"X-Note": "one\r\nInjected: yes"})
+        wire.get(wire.connection(), server.url, headers={"X-Note": "one\r\nInjected: yes"})
     assert server.heads == []
+
+
+def test_aprobe_reads_what_probe_reads(serve: Callable[..., Server]) -> None:
+    record = json.dumps({"key": "key-1", "charge_id": "ch_1", "request_hash": "sha256:ab"})
+    missing = json.dumps({"error": {"code": "resource_missing"}})
+    server = serve(respond("200 OK", record.encode()), respond("404 Not Found", missing.encode()),
+                   respond("200 OK", record.encode()), respond("404 Not Found", missing.encode()))
+    lookup = http_json("keys", {"base_url": server.url, "path": "/keys/{idempotency_key}",
+                                "item": "", "ref": "charge_id", "hash": "request_hash",
+                                "emit": "receipt", "where": {"key": "{idempotency_key}"},
+                                "not_found": "zero",
+                                "not_found_where": {"error.code": "resource_missing"},
+                                "authority": "authoritative"}, {})
+    found = ProbeTarget("op-1", "key-1", "pay", "charge", "sha256:ab")
+    loop = ProbeLoop()
+    try:
+        answers = [lookup.probe(found), lookup.probe(found),
+                   loop.submit(lookup.aprobe(found)).result(PATIENCE_S),
+                   loop.submit(lookup.aprobe(found)).result(PATIENCE_S)]
+    finally:
+        loop.close()
+    receipt, zero = answers[0], answers[1]
+    assert isinstance(receipt, Receipt) and receipt.provider_ref == "ch_1"
+    assert isinstance(zero, Observation) and zero.authority is Authority.AUTHORITATIVE
+    assert [replace(a, at=receipt.at) for a in answers[2:]] == [
+        receipt, replace(zero, at=receipt.at)]
+    assert [head.split(b"\r\n")[0] for head in server.heads] == [b"GET /keys/key-1 HTTP/1.1"] * 4

@@ -1,8 +1,10 @@
 """What probe calls reuse from call to call, and what they must not: a daemon thread per call
-in flight (a hung call keeps its own), an HTTP client per call in flight, never a cookie."""
+in flight (a hung call keeps its own), or for an asynchronous probe one probe loop for them all;
+an HTTP client per call in flight, never a cookie."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from datetime import UTC, datetime
 
@@ -91,3 +93,48 @@ def test_a_cookie_set_on_one_call_is_not_sent_with_the_next() -> None:
     observe(p)
     observe(p)
     assert sent == [None, None]
+
+
+class LoopNoting:
+    """An asynchronous probe noting the thread each call runs on; a call for "hangs" waits
+    (on the loop, without blocking it) for `release`; one for "raises" raises."""
+
+    name = "loop-noting"
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+        self.release: asyncio.Event | None = None
+
+    def probe(self, t: ProbeTarget) -> Observation:
+        raise AssertionError("the sweep's calls of an asynchronous probe go to aprobe")
+
+    async def aprobe(self, t: ProbeTarget) -> Observation:
+        self.threads.append(threading.current_thread().name)
+        if t.operation_id == "hangs":
+            self.release = asyncio.Event()
+            await asyncio.wait_for(self.release.wait(), PATIENCE_S)
+        if t.operation_id == "raises":
+            raise ValueError("provider trouble")
+        return Observation(t.operation_id, datetime.now(UTC), self.name, Authority.WEAK)
+
+
+def test_an_asynchronous_probes_calls_are_tasks_on_one_probe_loop() -> None:
+    threads, noting = ProbeThreads(), LoopNoting()
+    hung = threads.submit(noting, target(operation_id="hangs"))
+    answers = [threads.submit(noting, target()).result(PATIENCE_S) for _ in range(3)]
+    # The hung call holds no thread: the others answered on the same loop meanwhile.
+    assert not hung.done() and all(isinstance(a, Observation) for a in answers)
+    assert set(noting.threads) == {"probe-loop"}
+    threads.close()
+    # Closing the loop cancels the hung call: it answers unavailable, never an exception.
+    cut = hung.result(PATIENCE_S)
+    assert isinstance(cut, Observation)
+    assert cut.authority is Authority.UNAVAILABLE and cut.error == "probe raised CancelledError"
+
+
+def test_an_asynchronous_probe_that_raises_answers_unavailable() -> None:
+    threads = ProbeThreads()
+    answer = threads.submit(LoopNoting(), target(operation_id="raises")).result(PATIENCE_S)
+    threads.close()
+    assert isinstance(answer, Observation) and answer.authority is Authority.UNAVAILABLE
+    assert answer.error == "probe raised ValueError"

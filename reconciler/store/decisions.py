@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, select, update
-from sqlalchemy.orm import Session
 
 from reconciler.domain import Attempt, Evidence, Facts, ProviderContract, Snapshot
 from reconciler.errors import UnknownOperationError
@@ -77,14 +76,16 @@ def head(conn: Connection, operation_id: str, *, locked: bool = False) -> Any:
     return found[0]
 
 
-def recorded(s: Session | Connection, ids: Sequence[str]
+def recorded(conn: Connection, ids: Sequence[str]
              ) -> tuple[dict[str, list[Attempt]], dict[str, list[Evidence]]]:
     """Every attempt and piece of evidence of the operations `ids`, each in recorded order."""
+    driver = DriverStatements.of(conn.dialect)
+    params = {"ids": list(ids)}
     attempts: dict[str, list[Attempt]] = defaultdict(list)
-    for row in s.execute(ATTEMPTS_OF, {"ids": ids}):
+    for row in driver.select(conn, ATTEMPTS_OF, params):
         attempts[row.operation_id].append(rows.attempt_of(row))
     evidence: dict[str, list[Evidence]] = defaultdict(list)
-    for row in s.execute(EVIDENCE_OF, {"ids": ids}):
+    for row in driver.select(conn, EVIDENCE_OF, params):
         evidence[row.operation_id].append(rows.evidence_of(row))
     return attempts, evidence
 

@@ -108,13 +108,14 @@ def _free(expires: Any, now: datetime) -> ColumnElement[bool]:
 
 def _claim_due(conn: Connection, holder: str, now: datetime, lease_s: float,
                limit: int) -> list[Intent]:
-    ids = list(conn.execute(_DUE, {"now": now, "limit": limit}).scalars())
+    driver = DriverStatements.of(conn.dialect)
+    ids = [row.operation_id for row in driver.select(conn, _DUE, {"now": now, "limit": limit})]
     if not ids:
         return []
-    conn.execute(_LEASE, {"ids": ids, "holder": holder,
-                          "expires": now + timedelta(seconds=lease_s)})
+    driver.execute(conn, _LEASE, {"ids": ids, "holder": holder,
+                                  "expires": now + timedelta(seconds=lease_s)})
     found = {row.operation_id: rows.intent_of(row)
-             for row in conn.execute(_INTENTS, {"ids": ids})}
+             for row in driver.select(conn, _INTENTS, {"ids": ids})}
     return [found[op] for op in ids]
 
 

@@ -267,7 +267,7 @@ class SqlStore:
                 return [], None
             intents = {i.operation_id: rows.intent_of(i) for i in s.exec(
                 select(IntentRow).where(col(IntentRow.operation_id).in_(ids)))}
-            attempts, evidence = decisions.recorded(s, ids)
+            attempts, evidence = decisions.recorded(s.connection(), ids)
             removed = [facts for facts in (
                 Facts(intents[op], tuple(attempts[op]), tuple(evidence[op])) for op in ids)
                 if keep_unless(facts, self.contract_in(s, facts.intent.provider), now)]
