@@ -223,7 +223,16 @@ def _tls() -> ssl.SSLContext:
 
 class _Tries:
     """The bounds of one read, shared by `get` and `aget`: tenacity's stop, wait and retry
-    strategies, the per-try timeout, and what a spent read reports."""
+    strategies, the per-try timeout, and what a spent read reports.
+
+    The first try runs before tenacity is involved: most reads need one, and setting up
+    tenacity's machinery (above all `AsyncRetrying`'s) cost about as much as the read's
+    own parsing. When it fails, tenacity is handed that failure as its own first attempt (the
+    replay raises it again, without I/O), so it stops, waits and counts exactly as if it had
+    run the first try itself:
+
+        try 1 ──✗──▶ tenacity: attempt 1 = the replayed failure ─▶ wait ─▶ try 2 ─▶ ...
+    """
 
     def __init__(self, policy: RetryPolicy, deadline: float | None) -> None:
         self.policy = policy
@@ -332,9 +341,19 @@ def get(session: Session, url: str, params: Mapping[str, str], policy: RetryPoli
                 body.add(chunk)
             return Reply(at, response.status_code, bytes(body.data), dict(response.headers))
 
+    try:
+        return once()
+    except _Transient as exc:
+        first = [exc]
+
+    def again() -> Reply:
+        if first:
+            raise first.pop()
+        return once()
+
     retrying = Retrying(**tries.strategies())
     try:
-        return retrying(once)
+        return retrying(again)
     except _Transient as exc:
         raise tries.spent(exc, retrying.statistics["attempt_number"]) from None
 
@@ -362,8 +381,18 @@ async def aget(session: AsyncConnection, url: str, params: Mapping[str, str],
                     body.add(chunk)
                 return Reply(at, response.status_code, bytes(body.data), dict(response.headers))
 
+    try:
+        return await once()
+    except _Transient as exc:
+        first = [exc]
+
+    async def again() -> Reply:
+        if first:
+            raise first.pop()
+        return await once()
+
     retrying = AsyncRetrying(**tries.strategies())
     try:
-        return await retrying(once)
+        return await retrying(again)
     except _Transient as exc:
         raise tries.spent(exc, retrying.statistics["attempt_number"]) from None
