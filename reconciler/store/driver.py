@@ -171,6 +171,8 @@ class DriverStatements:
                 self._prepared[key] = prepared
         if not isinstance(prepared, _Expanding):
             return prepared
+        if any(name not in params for name in prepared.lists):
+            return None  # a list the statement holds itself: rendered at each execution
         lengths = tuple(len(params[name]) for name in prepared.lists)
         shaped = prepared.by_length.get(lengths)
         if shaped is None:
