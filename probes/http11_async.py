@@ -69,9 +69,11 @@ class _Wire(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.parsed is not None and not self.parsed.complete and self._error is None:
-            self._error = (httpx.ReadError(type(exc).__name__) if exc is not None
-                           else _cut_short(self.parsed))
+        if self.parsed is not None and self._error is None:
+            if exc is not None and not self.parsed.complete:
+                self._error = httpx.ReadError(type(exc).__name__)
+            else:
+                self._feed(b"")  # a close without eof_received: the same end of the bytes
         self._wake()
 
     def close(self) -> None:
@@ -106,14 +108,6 @@ class _Wire(asyncio.Protocol):
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
-
-
-def _cut_short(parsed: Parsed) -> Exception:
-    try:
-        parsed.feed(b"")
-    except httpx.RemoteProtocolError as exc:
-        return exc
-    return httpx.ReadError("the connection was lost")
 
 
 class AsyncResponse:

@@ -310,12 +310,13 @@ def _wire_errors() -> Iterator[None]:
         raise FetchError(f"request failed: {type(exc).__name__}") from None
 
 
-def _spend(budget: Budget | None, deadline: float) -> None:
-    if budget is not None:
-        try:
-            budget.take(deadline)
-        except BudgetSpent as exc:
-            raise FetchError(f"rate limited: {exc}") from None
+@contextmanager
+def _budget_spent() -> Iterator[None]:
+    """A request the provider's budget cannot fit before the deadline, as a failed read."""
+    try:
+        yield
+    except BudgetSpent as exc:
+        raise FetchError(f"rate limited: {exc}") from None
 
 
 def get(session: Session, url: str, params: Mapping[str, str], policy: RetryPolicy,
@@ -329,7 +330,9 @@ def get(session: Session, url: str, params: Mapping[str, str], policy: RetryPoli
     tries = _Tries(policy, deadline)
 
     def once() -> Reply:
-        _spend(budget, tries.deadline)
+        if budget is not None:
+            with _budget_spent():
+                budget.take(tries.deadline)
         # The send time, not the arrival time, dates the answer: the provider's state is at least
         # this recent, which is the safe side for a lagging read's "late enough" test.
         at = clock()
@@ -367,10 +370,8 @@ async def aget(session: AsyncConnection, url: str, params: Mapping[str, str],
 
     async def once() -> Reply:
         if budget is not None:
-            try:
+            with _budget_spent():
                 await budget.atake(tries.deadline)
-            except BudgetSpent as exc:
-                raise FetchError(f"rate limited: {exc}") from None
         at = clock()
         with _wire_errors():
             async with session.stream(url, params=params or None, headers=headers,

@@ -212,15 +212,11 @@ class DriverStatements:
         finally:
             cursor.close()
 
-    def _compile(self, statement: Executable, params: dict[str, Any]) -> SQLCompiler:
+    def _prepare(self, statement: Executable,
+                 params: dict[str, Any]) -> _Prepared | _Expanding | None:
         compiled = statement.compile(dialect=self.dialect,  # type: ignore[attr-defined]
                                      column_keys=list(params))
         assert isinstance(compiled, SQLCompiler)
-        return compiled
-
-    def _prepare(self, statement: Executable,
-                 params: dict[str, Any]) -> _Prepared | _Expanding | None:
-        compiled = self._compile(statement, params)
         if compiled.insert_prefetch or compiled.update_prefetch or getattr(
                 compiled, "postfetch", None):  # set on INSERT and UPDATE compilations only
             return None  # defaults SQLAlchemy computes or reads back around the statement
@@ -242,9 +238,9 @@ class DriverStatements:
         return self._prepared_as(statement, expanding.compiled, params, state.statement,
                                  state.positiontup or (), state.parameter_expansion)
 
-    def _prepared_as(self, statement: Executable, compiled: SQLCompiler, params: dict[str, Any],
-                  sql: str, positions: Sequence[str],
-                  expansion: Mapping[str, Sequence[str]] | None = None) -> _Prepared:
+    def _prepared_as(self, statement: Executable, compiled: SQLCompiler,
+                     params: dict[str, Any], sql: str, positions: Sequence[str],
+                     expansion: Mapping[str, Sequence[str]] | None = None) -> _Prepared:
         style = self.dialect.paramstyle
         # The type as adapted to the dialect (its date format on SQLite, say), under the name
         # the statement gives the parameter (anonymous ones numbered, as construct_params);
