@@ -56,11 +56,27 @@ class Verdict(StrEnum):
     INDETERMINATE = "indeterminate"
 
 
+class Carried(StrEnum):
+    """What a request carried to the provider that a probe can find its effect by (SPEC section
+    3, *correlation*): an intent says which (`Intent.carries`), a probe which it reads
+    (`probes.base.Sight.finds_by`); a probe that reads by something the request did not carry is
+    blind to it."""
+
+    #: The operation id, attached where the provider keeps metadata (Stripe's `metadata`, a
+    #: Slack message's `metadata`, a marker in an issue body).
+    OPERATION_ID = "operation_id"
+    #: The idempotency key, sent where the provider can be asked by key.
+    IDEMPOTENCY_KEY = "idempotency_key"
+    #: A reference the provider returned (an object id in a response or receipt).
+    PROVIDER_REF = "provider_ref"
+
+
 @dataclass(frozen=True, slots=True)
 class ProviderContract:
     """What a provider promises; configuration, one per provider name.
 
-    Defaults are the cautious reading: a 60 s visibility lag for lagging reads, a 24 h key
+    Defaults are the cautious reading: a 60 s visibility lag for lagging reads, 60 s during
+    which a request whose caller stopped waiting may still be applied (`inflight_s`), a 24 h key
     retention (Stripe's), three attempts in all, one hour to reconcile before a human is asked.
     """
 
@@ -69,6 +85,9 @@ class ProviderContract:
     key_retention_s: float = 86_400.0
     visibility_lag_s: float = 60.0
     max_attempts: int = 3
+    #: How long after a dispatch the provider may still apply a request whose caller stopped
+    #: waiting (a timeout, a lost connection, a 5xx, no outcome yet): SPEC section 4's settle time.
+    inflight_s: float = 60.0
     reconcile_deadline_s: float = 3_600.0
     compensable: bool = True
 
@@ -88,6 +107,16 @@ class Intent:
     tool_call_id: str | None = None
     #: References probes need to find the effect (a channel id, a repository), never content.
     correlation: Mapping[str, str] = field(default_factory=dict)
+    #: What the request carried to the provider (SPEC section 3). None: the worker did not say,
+    #: and is taken to have carried the idempotency key it recorded and nothing else.
+    carries: frozenset[Carried] | None = None
+
+    @property
+    def carried(self) -> frozenset[Carried]:
+        """What the request carried, as SPEC section 3 reads a worker that did not say."""
+        if self.carries is not None:
+            return self.carries
+        return frozenset({Carried.IDEMPOTENCY_KEY}) if self.idempotency_key else frozenset()
 
     def same_identity(self, other: Intent) -> bool:
         """True when `other` is an identical repeat of this intent (times may differ)."""
@@ -139,6 +168,10 @@ class Attempt:
     recorded_at: datetime | None = None
     #: For an attempt opened as dispatching: the sidecar's time when its outcome came in.
     completed_at: datetime | None = None
+    #: A retry (n >= 2) reported as sent without the retry gate's live grant: recorded all the
+    #: same (it happened), and judged as dispatched while the verdict was not
+    #: verified_not_applied (SPEC rule 6).
+    ungranted: bool = False
 
     @property
     def latest_at(self) -> datetime:
@@ -154,6 +187,14 @@ class Attempt:
     def same_facts(self, other: Attempt) -> bool:
         """True when `other` reports the same attempt (when it was recorded aside)."""
         return replace(other, recorded_at=self.recorded_at, completed_at=self.completed_at) == self
+
+    @property
+    def settles(self) -> bool:
+        """This report settles its attempt at its dispatch time (SPEC section 4): nothing was
+        sent, or the provider answered below 500. After a timeout, a lost connection, a 5xx or
+        no outcome yet the provider may still be applying it, for the contract's `inflight_s`."""
+        return self.outcome is Outcome.NOT_SENT or (
+            self.outcome is Outcome.RESPONSE and self.status is not None and self.status < 500)
 
     @property
     def succeeded(self) -> bool:

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Lowest first. A part is a top-level module or package of reconciler, or probes.
 LAYERS: list[set[str]] = [
     {"domain", "errors", "serving", "metrics", "terminal", "logs", "release"},  # no rules
-    {"summary"},                                                # facts folded for the rules
+    {"summary", "sight"},                                       # facts folded; what a probe sees
     {"hashing", "verdicts", "runs", "schemas", "fixtures"},     # pure rules and wire shapes
     {"ports", "outcomes", "attention", "retention"},            # the seams; humans; forgetting
     {"schedule"},                                               # pure probe scheduling
