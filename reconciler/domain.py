@@ -255,6 +255,10 @@ class Resolution:
     verdict: Verdict
     actor: str
     note: str = ""
+    #: How many attempt reports were recorded when the human decided (stamped by the ledger;
+    #: None: not known). A report beyond them is later than the decision however it is dated:
+    #: attempts and evidence are kept apart, so recorded order needs this count.
+    attempts_known: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from reconciler.domain import (
     Approval,
     Attempt,
     Authority,
+    Carried,
     Effect,
     Intent,
     Match,
@@ -102,6 +103,7 @@ class ProviderLine(_Line):
     max_attempts: Annotated[int, Field(ge=1)] | None = None
     reconcile_deadline_s: NonNegative | None = None
     compensable: bool | None = None
+    inflight_s: NonNegative | None = None
 
     def contract(self) -> ProviderContract:
         given = self.model_dump(exclude={"type"}, exclude_none=True)
@@ -119,10 +121,13 @@ class IntentLine(_Line):
     at: DispatchTime
     run_id: str | None = None
     tool_call_id: str | None = None
+    #: What the request carried (SPEC section 3); absent: the recorded key alone.
+    carries: list[Carried] | None = None
 
     def fact(self) -> Intent:
         return Intent(self.operation_id, self.request_hash, self.idempotency_key, self.provider,
-                      self.action, self.effect, utc(self.at), self.run_id, self.tool_call_id)
+                      self.action, self.effect, utc(self.at), self.run_id, self.tool_call_id,
+                      carries=None if self.carries is None else frozenset(self.carries))
 
 
 class MatchModel(_Line):

@@ -2,7 +2,12 @@
 
     dispatch ─ round 1 ─ 1 s ─ round 2 ─ 2 s ─ round 3 ─ 4 s ─ ... ─┬─ deadline or budget spent:
                │ backoff doubles, up to max_backoff_s                │  escalate, never retry
+               ├─ never past the settle time, when an authoritative zero first counts
                └─ never past the end of the visibility window, when a lagging zero first counts
+
+An operation stays due until its settle time has passed (SPEC section 4): a zero read while
+the provider may still be applying a request proves nothing, so the sweep reads it again once
+the provider has had `inflight_s` to finish, and finds an effect committed late.
 
 The sweep's other knobs (concurrency, timeouts, leases) sit here too, so that its defaults are
 stated once: the service's settings and the CLI's help read them from `DEFAULT_POLICY`.
@@ -70,7 +75,8 @@ def confirmation_due(summary: Summary, decision: Decision,
     if (decision.verdict is not Verdict.VERIFIED_APPLIED
             or Finding.HUMAN_RESOLUTION in decision.findings):
         return None
-    window_ends = summary.latest_dispatch + timedelta(seconds=contract.visibility_lag_s)
+    window_ends = summary.latest_settle(contract.inflight_s) + timedelta(
+        seconds=contract.visibility_lag_s)
     # The latest read is the latest by its time: none later means none after the window. A
     # receipt a probe looked up counts (a key-record probe never yields an observation of an
     # applied effect: confirming it by proofs alone re-read it until the probe budget ran out).
@@ -103,8 +109,18 @@ def next_round(summary: Summary, decision: Decision, contract: ProviderContract,
     deadline = reconcile_deadline(summary.intent, contract)
     if now >= deadline or rounds >= policy.probe_budget:
         return Scheduled(decision, None, escalate=True)
-    window_ends = (summary.latest_dispatch + timedelta(seconds=contract.visibility_lag_s)
-                   - now).total_seconds()
-    if window_ends > 0:
-        delay = min(delay, window_ends)
+    delay = min([delay] + [ahead for ahead in _zero_counts_in(summary, contract, now) if ahead > 0])
     return Scheduled(decision, min(now + timedelta(seconds=delay), deadline))
+
+
+#: A zero counts only strictly after the settle time: the round that reads it comes this late.
+_JUST_AFTER = timedelta(milliseconds=1)
+
+
+def _zero_counts_in(summary: Summary, contract: ProviderContract, now: datetime
+                    ) -> tuple[float, float]:
+    """Seconds from `now` until an authoritative zero first counts (just after the settle time)
+    and until a lagging one does (the end of the visibility window after it)."""
+    settled = summary.latest_settle(contract.inflight_s)
+    window_ends = settled + timedelta(seconds=contract.visibility_lag_s)
+    return ((settled + _JUST_AFTER - now).total_seconds(), (window_ends - now).total_seconds())

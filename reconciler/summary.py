@@ -6,8 +6,9 @@ fact into the operation's summary as it records it (`Summary.add_evidence`), and
 `summarize(facts)` is the same fold over a whole history at once. The summary holds exactly
 what the rules of SPEC section 4 read, and no fact twice:
 
-    intent ──▶ attempts (count, highest number, earliest and latest dispatch, consistency,
-               success, receipts read from response bodies)
+    intent ──▶ attempts, every report of each (count, highest number, earliest and latest
+               dispatch, which are still unsettled, consistency, success, receipts read
+               from response bodies)
            ──▶ evidence in recorded order (refs and the latest proof; receipts; the latest
                human resolution and what was recorded after it; approvals, refusals)
            ──▶ for each retry of a non_idempotent action: the same summary of what was known
@@ -24,7 +25,7 @@ wherever it was recorded: so a store refolds the history when it records an atte
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from reconciler.domain import (
     Approval,
@@ -71,7 +72,10 @@ class Summary:
     intent: Intent
 
     # -- attempts ---------------------------------------------------------------------------
+    #: Distinct attempt numbers recorded (an attempt reported more than once counts once).
     attempts: int = 0
+    #: Reports kept, of every attempt (SPEC section 4: an outcome may be reported more than once).
+    reports: int = 0
     highest_number: int = 0
     #: The latest `dispatched_at` of an attempt (None: no attempt recorded).
     last_attempt_at: datetime | None = None
@@ -85,6 +89,13 @@ class Summary:
     open_dispatch_at: datetime | None = None
     #: The latest time the outcome of an attempt opened as dispatching reached the sidecar.
     outcome_known_at: datetime | None = None
+    #: A retry (n >= 2) reported as sent without the gate's live grant.
+    ungranted_retry: bool = False
+    #: The attempts no report has settled yet (SPEC section 4, *settle time*), by number: the
+    #: latest dispatch of each. The provider may still be applying them.
+    unsettled: dict[int, datetime] = field(default_factory=dict)
+    #: The attempt numbers some report settled (a 4xx after a timeout settles it for good).
+    settled: set[int] = field(default_factory=set)
 
     # -- receipts: recorded ones and those read from response bodies ------------------------
     bound_receipt: bool = False
@@ -154,6 +165,23 @@ class Summary:
         the numbers says some were sent and not recorded."""
         return max(self.attempts, self.highest_number)
 
+    def latest_settle(self, inflight_s: float) -> datetime:
+        """SPEC section 4's latest settle time: the latest dispatch, or, where an attempt may
+        still be being applied (a timeout, a lost connection, a 5xx, no outcome yet), its
+        dispatch plus the provider's `inflight_s`, whichever is later. While no attempt is
+        recorded the intent counts as a dispatch with no outcome (a worker can crash after
+        sending and before recording the attempt):
+
+            dispatch ─ timeout ─────────── dispatch + inflight_s ─────────▶
+               │ a zero read here may race the provider │ a zero here counts
+        """
+        inflight = timedelta(seconds=inflight_s)
+        if not self.attempted:
+            return self.intent.at + inflight
+        if not self.unsettled:
+            return self.latest_dispatch
+        return max(self.latest_dispatch, max(self.unsettled.values()) + inflight)
+
     @property
     def success_claim(self) -> bool:
         """A 2xx response or a bound receipt (input of rule 3)."""
@@ -179,15 +207,25 @@ class Summary:
     # -- the fold ---------------------------------------------------------------------------
 
     def add_attempt(self, attempt: Attempt) -> None:
-        """Fold in one attempt (each number once: a completed attempt replaces its open record
-        by refolding the history, see the module's docstring)."""
+        """Fold in one report of an attempt (a completed attempt replaces its open record by
+        refolding the history, see the module's docstring; a further report of the same number
+        is another report, kept beside the first)."""
         for number, _, before in self.before_retries:
             if attempt.number < number:
                 before.add_attempt(attempt)
         intent = self.intent
-        self.attempts += 1
-        self.highest_number = max(self.highest_number, attempt.number)
-        self.last_attempt_at = _later(self.last_attempt_at, dispatched_at(attempt, intent))
+        number, dispatched = attempt.number, dispatched_at(attempt, intent)
+        if number not in self.settled and number not in self.unsettled:
+            self.attempts += 1
+        self.reports += 1
+        if attempt.settles:
+            self.settled.add(number)
+            self.unsettled.pop(number, None)
+        elif number not in self.settled:
+            self.unsettled[number] = _later(self.unsettled.get(number), dispatched)
+        self.ungranted_retry |= attempt.ungranted and number >= 2
+        self.highest_number = max(self.highest_number, number)
+        self.last_attempt_at = _later(self.last_attempt_at, dispatched)
         first = max(attempt.earliest_at, intent.at)
         if self.first_attempt_at is None or first < self.first_attempt_at:
             self.first_attempt_at = first
@@ -263,9 +301,14 @@ def summarize(facts: Facts) -> Summary:
     if facts.intent.effect is Effect.NON_IDEMPOTENT:
         # What was known when a retry reached the sidecar, by the sidecar's own clock: a
         # caller's skewed clock neither hides evidence from rule 2 nor invents some.
-        summary.before_retries = [(a.number, a.recorded_at or a.at, Summary(facts.intent))
-                                  for a in sorted(facts.attempts, key=lambda a: a.number)
-                                  if a.number >= 2]
+        # An attempt reported more than once reached the sidecar with its first report.
+        first: dict[int, datetime] = {}
+        for a in facts.attempts:
+            if a.number >= 2:
+                sent = a.recorded_at or a.at
+                first[a.number] = min(first.get(a.number, sent), sent)
+        summary.before_retries = [(number, sent, Summary(facts.intent))
+                                  for number, sent in sorted(first.items())]
     for attempt in facts.attempts:
         summary.add_attempt(attempt)
     for evidence in facts.evidence:

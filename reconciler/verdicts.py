@@ -11,6 +11,7 @@ The readings SPEC section 4 fixes, so that an error of a clock or of a probe nev
 retry early, and where they are applied:
 - an observation that carries an `error` counts as `unavailable`, whatever authority it names
   (`summary.authority_of`);
+- a zero counts from the latest settle time, not the latest dispatch (`Summary.latest_settle`);
 - the latest dispatch is the latest of the intent's time and every attempt's, and an attempt
   stamped before its intent counts at the intent's time (`summary.dispatched_at`,
   `Summary.latest_dispatch`); the retention window counts from the earliest dispatch
@@ -28,10 +29,16 @@ are read, in `reconciler.fixtures`; this module compares times as given.
 Where the SPEC still leaves a choice, this module takes the reading that can never cause a
 second real-world effect: a zero at the very instant of a dispatch is not after it; a refused
 retry request counts as an unsafe one; and a retry is granted only by a provider with
-idempotency keys, and only when nothing in rule 2 holds. One reading is forced by the facts as
-they are kept: attempts and evidence are recorded apart, so evidence is weighed against a human
-resolution by recorded order, but an attempt by its dispatch time (later when after the
-resolution's time).
+idempotency keys, and only when nothing in rule 2 holds. Attempts and evidence are recorded
+apart, so an attempt is weighed against a human resolution by the number of attempt reports
+the ledger stamped on the resolution (`Resolution.attempts_known`) and by its dispatch time:
+later when either says so.
+
+Settle time (SPEC section 4) and repeated reports: `Summary.latest_settle` is the latest
+dispatch, or a dispatch that no report has settled plus the provider's `inflight_s`; a zero is
+weighed against it (`is_conclusive_zero`), so a zero read while the provider may still be
+applying a request proves nothing about that request. Every report of an attempt is folded: a
+2xx in any is a success claim, one answer below 500 settles it.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from datetime import datetime, timedelta
 from reconciler.domain import (
     Authority,
     Decision,
+    Effect,
     Facts,
     Intent,
     Observation,
@@ -90,7 +98,8 @@ class Finding:
     WEAK_MATCH = "weak_match"
     #: At least one probe could not answer (or answered with an error).
     PROBE_UNAVAILABLE = "probe_unavailable"
-    #: The latest usable zero came before the latest dispatch (plus the lag for lagging reads).
+    #: The latest usable zero came before the latest settle time (plus the lag for lagging
+    #: reads): the provider may still have been applying the request.
     ZERO_NOT_CONCLUSIVE = "zero_not_conclusive"
     #: The intent was recorded again with another hash or key; the first one stands.
     INTENT_CONFLICT = "intent_conflict"
@@ -166,18 +175,20 @@ def reconcile_deadline(intent: Intent, contract: ProviderContract) -> datetime:
     return intent.at + timedelta(seconds=contract.reconcile_deadline_s)
 
 
-def is_conclusive_zero(obs: Observation, dispatched: datetime, contract: ProviderContract) -> bool:
-    """A zero that proves absence: strictly after the latest dispatch, and lag-aware.
+def is_conclusive_zero(obs: Observation, settled: datetime, contract: ProviderContract) -> bool:
+    """A zero that proves absence: strictly after the latest settle time (`Summary.
+    latest_settle`: the latest dispatch, plus `inflight_s` while the provider may still be
+    applying one), and lag-aware.
 
-        dispatch            dispatch + visibility_lag_s
+        settle time          settle time + visibility_lag_s
            |------ lagging zeros say nothing ------|---- a lagging zero is conclusive ---->
-           |---- an authoritative zero is conclusive at once (strictly after dispatch) ---->
+           |---- an authoritative zero is conclusive at once (strictly after settling) --->
     """
     authority = authority_of(obs)
-    if obs.matches or authority not in PROOF_AUTHORITIES or obs.earliest_at <= dispatched:
+    if obs.matches or authority not in PROOF_AUTHORITIES or obs.earliest_at <= settled:
         return False
     if authority is Authority.LAGGING:
-        return obs.earliest_at >= dispatched + timedelta(seconds=contract.visibility_lag_s)
+        return obs.earliest_at >= settled + timedelta(seconds=contract.visibility_lag_s)
     return True
 
 
@@ -202,7 +213,8 @@ def read_during_dispatch(obs: Observation, summary: Summary, contract: ProviderC
 def _seen(summary: Summary, contract: ProviderContract) -> _Seen:
     # "Latest" is by observation time; equal times keep recorded order (the summary's fold).
     latest = summary.latest_proof
-    zero = (latest is not None and is_conclusive_zero(latest, summary.latest_dispatch, contract)
+    zero = (latest is not None
+            and is_conclusive_zero(latest, summary.latest_settle(contract.inflight_s), contract)
             and not read_during_dispatch(latest, summary, contract))
     return _Seen(
         refs=frozenset(summary.refs),
@@ -239,9 +251,11 @@ def _unsafe_retry_findings(summary: Summary, contract: ProviderContract) -> list
 
 def _any_blind_retry(summary: Summary, contract: ProviderContract) -> bool:
     """Was any retry sent while the verdict, as it stood just before it, was not
-    verified_not_applied? What was known before a retry keeps no retries of its own, so the
-    walk stops there (a retry is judged against the evidence, not against earlier retries'
-    blindness)."""
+    verified_not_applied? A retry reported as sent without the gate's live grant was (SPEC rule
+    6). What was known before a retry keeps no retries of its own, so the walk stops there (a
+    retry is judged against the evidence, not against earlier retries' blindness)."""
+    if summary.ungranted_retry and summary.intent.effect is Effect.NON_IDEMPOTENT:
+        return True
     return any(_verdict(before, contract) is not Verdict.VERIFIED_NOT_APPLIED
                for _, _, before in summary.before_retries)
 
@@ -253,14 +267,16 @@ def _deciding_resolution(summary: Summary, seen: _Seen) -> Resolution | None:
     read, or a later conclusive zero. Weak and unavailable reads (errored ones included) and
     zeros that are not conclusive never supersede it: a read outage is no reason to reopen a
     human's decision. "Later" is the recorded order of the evidence, whatever its `at` says. An
-    attempt is kept apart from the evidence, with no place in that order: it is later when
-    dispatched after the resolution's time (at the same instant, the human saw it).
+    attempt is kept apart from the evidence: it is later when it was recorded after the
+    resolution (a report beyond the `attempts_known` the ledger stamped on it) or dispatched
+    after the resolution's time (at the same instant, the human saw it).
     """
     latest, place = summary.resolution, summary.resolution_place
     if latest is None:
         return None
     last_attempt = summary.last_attempt_at
-    later_attempt = last_attempt is not None and last_attempt > latest.at
+    later_attempt = (last_attempt is not None and last_attempt > latest.at) or (
+        latest.attempts_known is not None and summary.reports > latest.attempts_known)
     later_receipt = summary.last_receipt_place > place
     later_match = summary.last_match_place > place
     later_zero = seen.conclusive_zero_at is not None and seen.conclusive_zero_at > place

@@ -24,8 +24,11 @@ from reconciler.domain import (
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 H0, K0, OP = "sha256:" + "a" * 64, "key-0", "op-1"
 OTHER_HASH = "sha256:" + "b" * 64
+#: A provider that settles at once (`inflight_s` 0): the rules other than the settle time read
+#: plainly; the settle-time rules set their own `inflight_s`.
 CONTRACT = ProviderContract(name="pay", idempotency_keys=True, key_retention_s=3600,
-                            visibility_lag_s=30, max_attempts=3, reconcile_deadline_s=600)
+                            visibility_lag_s=30, max_attempts=3, reconcile_deadline_s=600,
+                            inflight_s=0)
 
 
 def t(seconds: float) -> datetime:

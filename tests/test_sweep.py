@@ -46,7 +46,7 @@ class FakeProbe:
         return self.answer(target)  # type: ignore[no-any-return]
 
 
-CONTRACT = ProviderContract("pay", idempotency_keys=True, visibility_lag_s=0,
+CONTRACT = ProviderContract("pay", idempotency_keys=True, visibility_lag_s=0, inflight_s=0,
                             reconcile_deadline_s=600, max_attempts=3)
 
 
