@@ -1,5 +1,6 @@
 """SPEC section 4, rule by rule. Contract: 30 s visibility lag, 1 h key retention, 3 attempts,
-10 min deadline. Times are seconds after T0 (the intent)."""
+10 min deadline, a provider that settles at once unless a test says otherwise (`inflight_s`).
+Times are seconds after T0 (the intent)."""
 
 from dataclasses import replace
 
@@ -398,3 +399,72 @@ def test_errored_observation_counts_as_unavailable() -> None:
     assert Finding.PROBE_UNAVAILABLE in zero.findings
     errored_match = Observation(OP, t(10), "probe", A, (Match("ch_1"),), "HTTP 500")
     assert judge(attempt(1, 1), errored_match).verdict is Verdict.INDETERMINATE
+
+
+# Settle time (SPEC section 4) ---------------------------------------------------------------
+
+SLOW = replace(CONTRACT, inflight_s=30)
+
+
+def test_settle_time_a_zero_while_a_timed_out_attempt_may_still_be_applied_proves_nothing() -> None:
+    d = judge(attempt(1, 1), probe(20, A), contract=SLOW)
+    assert d.verdict is Verdict.INDETERMINATE and Finding.ZERO_NOT_CONCLUSIVE in d.findings
+    assert judge(attempt(1, 1), probe(31.5, A), contract=SLOW).verdict is (
+        Verdict.VERIFIED_NOT_APPLIED)
+
+
+def test_settle_time_an_answer_below_500_settles_at_the_dispatch() -> None:
+    for outcome, status in ((Outcome.RESPONSE, 409), (Outcome.NOT_SENT, None)):
+        d = judge(attempt(1, 1, outcome, status=status), probe(2, A), contract=SLOW)
+        assert d.verdict is Verdict.VERIFIED_NOT_APPLIED, outcome
+
+
+def test_settle_time_a_5xx_or_no_outcome_yet_waits_inflight() -> None:
+    for outcome, status in ((Outcome.RESPONSE, 502), (Outcome.DISPATCHING, None),
+                            (Outcome.CONNECTION_ERROR, None)):
+        d = judge(attempt(1, 1, outcome, status=status), probe(20, A), contract=SLOW)
+        assert d.verdict is Verdict.INDETERMINATE, outcome
+
+
+def test_settle_time_the_intent_alone_counts_as_a_dispatch_with_no_outcome() -> None:
+    assert judge(probe(20, A), contract=SLOW).verdict is Verdict.INDETERMINATE
+    assert judge(probe(31, A), contract=SLOW).verdict is Verdict.VERIFIED_NOT_APPLIED
+
+
+def test_settle_time_a_lagging_zero_counts_the_lag_from_the_settle_time() -> None:
+    # Settles at 31 s; the lag is 30 s: a lagging zero counts from 61 s.
+    assert judge(attempt(1, 1), probe(60, L), contract=SLOW).verdict is Verdict.INDETERMINATE
+    assert judge(attempt(1, 1), probe(61, L), contract=SLOW).verdict is (
+        Verdict.VERIFIED_NOT_APPLIED)
+
+
+def test_repeated_reports_a_late_2xx_after_a_timeout_is_a_success_claim() -> None:
+    for reports in ((attempt(1, 1), attempt(1, 1, Outcome.RESPONSE, status=201)),
+                    (attempt(1, 1, Outcome.RESPONSE, status=201), attempt(1, 1))):
+        d = judge(*reports, probe(5, A), contract=SLOW)
+        assert d.verdict is Verdict.FALSE_SUCCESS and not d.retry_allowed
+
+
+def test_repeated_reports_count_one_attempt_against_the_budget() -> None:
+    d = judge(attempt(1, 1), attempt(1, 1, Outcome.RESPONSE, status=400), probe(2, A),
+              contract=replace(SLOW, max_attempts=2))
+    assert d.verdict is Verdict.VERIFIED_NOT_APPLIED and d.retry_allowed
+
+
+def test_rule2_a_retry_sent_without_a_live_grant_is_blind() -> None:
+    ungranted = replace(attempt(2, 20), ungranted=True)
+    # The zero before it would have allowed a retry: the send without the grant is blind all
+    # the same (SPEC rule 6: "counts as dispatched while the verdict was not ...").
+    d = judge(attempt(1, 1), probe(10, A), ungranted, now=30)
+    assert d.verdict is Verdict.UNSAFE_RETRY and Finding.BLIND_RETRY in d.findings
+    granted = judge(attempt(1, 1), probe(10, A), attempt(2, 20), now=30)
+    assert granted.verdict is not Verdict.UNSAFE_RETRY
+
+
+def test_human_resolution_an_attempt_reported_after_it_reopens_it_however_dated() -> None:
+    human = replace(resolution(60, Verdict.VERIFIED_NOT_APPLIED), attempts_known=1)
+    stands = judge(attempt(1, 1), human, now=70)
+    assert stands.verdict is Verdict.VERIFIED_NOT_APPLIED
+    reopened = judge(attempt(1, 1), human, attempt(2, 50), now=70)
+    assert Finding.RESOLUTION_SUPERSEDED in reopened.findings
+    assert reopened.verdict is Verdict.UNSAFE_RETRY
