@@ -9,12 +9,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
+from datetime import timedelta
 
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
 from sidecar_client import H, Sidecar, assert_problem
-from webhook_deliveries import deliver, encoded, event, receipts, set_secret, traces
+from webhook_deliveries import deliver, encoded, event, receipts, sent_again, set_secret, traces
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 
@@ -82,6 +83,14 @@ def test_a_retried_event_gets_401_and_is_recorded_once(sidecar: Sidecar) -> None
     retry = {**signed(body), "X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
     assert_problem(deliver(sidecar, PATH, body, retry), 401, "webhook-rejected")
     assert traces(sidecar.store) == after_first
+
+
+def test_an_event_id_is_remembered_for_at_least_three_days(sidecar: Sidecar) -> None:
+    sidecar.intent("op-1", "slack")
+    body = encoded(event("slack_message_metadata_posted"))
+    again = sent_again(sidecar, PATH, body, signed, timedelta(days=3, minutes=-1))
+    assert_problem(again, 401, "webhook-rejected")
+    assert len(receipts(sidecar, "op-1")) == 1
 
 
 def test_an_event_of_another_type_is_acknowledged_unrecorded(sidecar: Sidecar) -> None:

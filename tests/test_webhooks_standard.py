@@ -9,12 +9,13 @@ import base64
 import hashlib
 import hmac
 import time
+from datetime import timedelta
 
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from sidecar_client import H, Sidecar, assert_problem
-from webhook_deliveries import deliver, encoded, event, receipts, traces
+from webhook_deliveries import deliver, encoded, event, receipts, sent_again, traces
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 
@@ -73,6 +74,17 @@ def test_a_replayed_message_id_gets_401_and_is_recorded_once(sidecar: Sidecar) -
     after_first = traces(sidecar.store)
     assert_problem(deliver(sidecar, PATH, body, signed(body)), 401, "webhook-rejected")
     assert traces(sidecar.store) == after_first
+
+
+def test_a_message_id_is_remembered_past_the_specs_example_retry_schedule(
+        sidecar: Sidecar) -> None:
+    """The spec's example schedule retries until 75 h 35 min after the first attempt, each
+    retry signed afresh under the same webhook-id."""
+    sidecar.intent("op-1", "pay")
+    body = encoded(event("standard_payment_succeeded"))
+    again = sent_again(sidecar, PATH, body, signed, timedelta(hours=76))
+    assert_problem(again, 401, "webhook-rejected")
+    assert len(receipts(sidecar, "op-1")) == 1
 
 
 def test_a_delivery_to_another_providers_path_is_not_recorded(

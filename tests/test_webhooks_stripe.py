@@ -8,12 +8,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import stripe
 
+from reconciler.ledger import Ledger
+from reconciler.prune import prune
+
 from sidecar_client import H, Sidecar, assert_problem
-from webhook_deliveries import deliver, encoded, event, receipts, set_secret, traces
+from webhook_deliveries import deliver, encoded, event, receipts, sent_again, set_secret, traces
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 
@@ -89,6 +93,19 @@ def test_a_replayed_event_gets_401_and_is_recorded_once(sidecar: Sidecar) -> Non
     assert_problem(deliver(sidecar, PATH, body, signed(body)), 401, "webhook-rejected")
     assert traces(sidecar.store) == after_first
     assert len(receipts(sidecar, "op-1")) == 1
+
+
+@pytest.mark.parametrize(("days", "status"), [(2, 401), (29, 401), (31, 200)])
+def test_an_event_is_remembered_for_the_30_days_stripe_can_send_it_again(
+        sidecar: Sidecar, days: int, status: int) -> None:
+    """Stripe retries for three days and resends by hand while it keeps the event (30 days);
+    each retry is signed afresh, so only the remembered event id can refuse it, and
+    `reconciler prune` in between forgets no event id."""
+    sidecar.intent("op-1", "stripe")
+    body = encoded(event("stripe_payment_intent_succeeded"))
+    again = sent_again(sidecar, PATH, body, signed, timedelta(days=days),
+                       meanwhile=lambda: prune(Ledger(sidecar.store), datetime.now(UTC)))
+    assert again.status_code == status, again.text
 
 
 def test_a_failed_payment_is_acknowledged_but_no_receipt(sidecar: Sidecar) -> None:

@@ -4,12 +4,15 @@ then holds. Secrets come from the environment, as in production (`secrets` sets 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
+from sqlmodel import col
 
 from reconciler.store.sql import SqlStore
 from reconciler.store.tables import EvidenceRow, WebhookDeliveryRow
@@ -45,6 +48,31 @@ def traces(store: SqlStore) -> tuple[int, int]:
         deliveries = conn.execute(select(func.count()).select_from(WebhookDeliveryRow)).scalar()
         evidence = conn.execute(select(func.count()).select_from(EvidenceRow)).scalar()
     return int(deliveries or 0), int(evidence or 0)
+
+
+def age_deliveries(store: SqlStore, by: timedelta) -> None:
+    """Move every remembered delivery `by` into the past, as if it had arrived that long ago
+    (row by row: SQLite keeps times as text, so no arithmetic in SQL)."""
+    provider, delivery_id, received_at = (col(WebhookDeliveryRow.provider),
+                                          col(WebhookDeliveryRow.delivery_id),
+                                          col(WebhookDeliveryRow.received_at))
+    with store.engine.begin() as conn:
+        for scheme, key, at in conn.execute(select(provider, delivery_id, received_at)).all():
+            conn.execute(update(WebhookDeliveryRow)
+                         .where(provider == scheme, delivery_id == key)
+                         .values(received_at=at - by))
+
+
+def sent_again(sidecar: Sidecar, path: str, body: bytes,
+               sign: Callable[[bytes], dict[str, str]], later: timedelta,
+               meanwhile: Callable[[], object] = lambda: None) -> httpx.Response:
+    """Deliver `body` (accepted), let `later` pass for the remembered deliveries, run
+    `meanwhile`, and deliver it again, freshly signed as a provider's retry is: the answer."""
+    first = deliver(sidecar, path, body, sign(body))
+    assert first.status_code == 200, first.text
+    age_deliveries(sidecar.store, later)
+    meanwhile()
+    return deliver(sidecar, path, body, sign(body))
 
 
 EVENTS = Path(__file__).parent / "data" / "webhooks"

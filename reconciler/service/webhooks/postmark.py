@@ -7,18 +7,18 @@ address in one of them (the peer: behind a proxy, the proxy). That is weaker tha
 the credentials travel with every delivery, so serve it over HTTPS only.
 
 Postmark sends no delivery id either; a retry repeats the body byte for byte, so the body's
-SHA-256 is the delivery id (kept for good: there is no timestamp to age it out). The operation
-is the message's `Metadata.operation_id` (set `Metadata` when sending), on Delivery, Bounce,
-SpamComplaint, Open and Click events: each says Postmark sent the message. The receipt's ref
-is the `MessageID`.
+SHA-256 is the delivery id, kept for good: there is no timestamp to age it out (Postmark's own
+retries span about 10.5 hours, see the second link). The operation is the message's
+`Metadata.operation_id` (set `Metadata` when sending), on Delivery, Bounce, SpamComplaint, Open
+and Click events: each says Postmark sent the message. The receipt's ref is the `MessageID`.
 https://postmarkapp.com/developer/webhooks/webhooks-overview#protecting-your-webhook
+https://postmarkapp.com/support/article/understanding-inbound-webhook-retries-in-postmark
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 import ipaddress
 import os
@@ -31,6 +31,7 @@ from reconciler.service.webhooks.receiving import (
     NOT_CONFIGURED,
     Found,
     accept,
+    body_digest,
     dig,
     found,
     json_event,
@@ -62,7 +63,7 @@ def postmark_webhook(body: RawBody, request: Request, wiring: Wired) -> WebhookA
     if record in SENT_RECORDS:
         named = found(dig(event, "Metadata.operation_id"), event.get("MessageID"),
                       dig(event, "Metadata.request_hash"))
-    return accept(wiring, "postmark", "sha256:" + hashlib.sha256(body).hexdigest(), None, named)
+    return accept(wiring, "postmark", body_digest(body), None, named)
 
 
 def _basic(header: str) -> bytes:

@@ -17,6 +17,7 @@ for hours to days, which would only repeat the same refusal.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -59,6 +60,12 @@ def webhook_secret(provider: str) -> str:
         raise ProblemError(NOT_CONFIGURED, f"set {name} to the signing secret the provider "
                            "shows for this endpoint")
     return value
+
+
+def body_digest(body: bytes) -> str:
+    """The delivery id of a scheme that signs no id of its own: the SHA-256 of the body its
+    signature (or credential) covers, so a copy sent again under any unsigned header is known."""
+    return "sha256:" + hashlib.sha256(body).hexdigest()
 
 
 def rejected(provider: str, why: str) -> ProblemError:
@@ -115,7 +122,9 @@ def accept(wiring: Wiring, provider: str, delivery_id: str, keep_for: timedelta 
            event: Found | str, *, scheme: str | None = None) -> WebhookAck:
     """Record the delivery once, with a receipt (source `webhook:<provider>`) when the event
     names one of this provider's operations. A replay is refused (401) and writes nothing.
-    Delivery ids are unique per `scheme` (default: the provider), whose ids are kept alike."""
+    `delivery_id` must come from what the signature covers (never an unsigned header), and is
+    kept for `keep_for` (None: for good). Ids are unique per `scheme` (default: the provider),
+    whose ids are kept alike."""
     if not 0 < len(delivery_id) <= MAX_DELIVERY_ID:
         raise rejected(provider, "the delivery id is missing or too long")
     now = wiring.ledger.clock()

@@ -1,4 +1,5 @@
-"""The raw body a signature covers, and the timing rule of timestamped schemes."""
+"""The raw body a signature covers, the timing rule of timestamped schemes, and how long a
+delivery is remembered."""
 
 from __future__ import annotations
 
@@ -11,18 +12,18 @@ from fastapi import Depends, Request
 #: off (Stripe's DEFAULT_TOLERANCE, Slack's and the Standard Webhooks spec's five minutes).
 TOLERANCE_S = 300
 
+#: SPEC section 6: a delivery is remembered for at least the provider's own retry window, and
+#: never for less than three days (Stripe's automatic retries).
+REMEMBER_AT_LEAST = timedelta(days=3)
 
-def keep_ids_for(tolerance_s: int) -> timedelta:
-    """How long a delivery id must be kept to refuse its replay, when the signed timestamp must
-    be within `tolerance_s` of our clock both ways:
 
-        t - tol      t      t + tol          signed time t
-           |---- first seen ----|
-                    |---- replay accepted by the timestamp ----|
-           <---------------- at most 2 tol ------------------->
-
-    plus a minute for the time between reading the clock and writing the row."""
-    return timedelta(seconds=2 * tolerance_s + 60)
+def remember(retry_window: timedelta) -> timedelta:
+    """How long a timestamped scheme's delivery id is kept to refuse it again: the provider's
+    own retry window, never less than REMEMBER_AT_LEAST. The signed timestamp alone refuses only
+    a captured copy (older than the tolerance); a provider's retry is the same delivery signed
+    again at a new time, so only its remembered id can tell it is not a second receipt. Three
+    days is far beyond the twice-the-tolerance a replayed timestamp could still pass in."""
+    return max(retry_window, REMEMBER_AT_LEAST)
 
 
 async def _raw_body(request: Request) -> bytes:

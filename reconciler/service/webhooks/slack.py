@@ -1,6 +1,9 @@
 """Slack: `X-Slack-Signature: v0=<hex HMAC-SHA256 of "v0:<timestamp>:<body>">` with
 `X-Slack-Request-Timestamp` within five minutes, checked by `slack_sdk`'s `SignatureVerifier`.
-Slack retries a delivery with the same `event_id`, which is the delivery id.
+Slack retries a delivery with the same `event_id`, inside the signed body, which is the
+delivery id: a retry is signed again with a new timestamp, so `v0:ts:body` would not know it.
+Slack retries three times, at once, after a minute and after five minutes
+(https://docs.slack.dev/apis/events-api/); the id is kept for the SPEC's three days.
 
 Answers the (signed) `url_verification` challenge Slack sends when the Request URL is set. The
 operation is a `message_metadata_posted` event's `metadata.event_payload.operation_id` (post
@@ -12,6 +15,7 @@ https://docs.slack.dev/reference/events/message_metadata_posted/
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from fastapi import Request
@@ -30,9 +34,11 @@ from reconciler.service.webhooks.receiving import (
     webhook_secret,
 )
 from reconciler.service.webhooks.routes import router
-from reconciler.service.webhooks.signing import TOLERANCE_S, RawBody, keep_ids_for
+from reconciler.service.webhooks.signing import TOLERANCE_S, RawBody, remember
 from reconciler.service.wiring import Wired
 
+#: Slack's last retry comes about five minutes after the first try; remember() keeps 3 days.
+RETRY_WINDOW = timedelta(minutes=6)
 _CHALLENGE: dict[int | str, dict[str, Any]] = {
     200: {"description": 'the url_verification challenge, echoed: `{"challenge": "..."}`'}}
 
@@ -60,5 +66,5 @@ def slack_webhook(body: RawBody, request: Request, wiring: Wired) -> Any:
         payload = dig(inner, "metadata.event_payload")
         named = found(dig(payload, "operation_id"), dig(inner, "message_ts"),
                       dig(payload, "request_hash"))
-    return accept(wiring, "slack", str(event.get("event_id") or ""), keep_ids_for(TOLERANCE_S),
+    return accept(wiring, "slack", str(event.get("event_id") or ""), remember(RETRY_WINDOW),
                   named)

@@ -6,12 +6,19 @@ within five minutes either way, checked by the `standardwebhooks` package. The s
 The spec fixes no payload beyond `type`, `timestamp` and `data`; the operation is
 `data.metadata.operation_id` (and `data.metadata.request_hash`), the receipt's ref `data.id`,
 and `{provider}` in the path must be the intent's provider.
+
+A delivery is known again by its `webhook-id`, which the signature covers (`id.ts.body`) and
+which "remains the same no matter how many times a webhook that has failed is retried", while
+each retry is signed at a new time. The spec recommends retrying "following a retry schedule
+spanning multiple days"; its example's last retry is 75 h 35 min after the first attempt, so
+ids are kept for RETRY_WINDOW, a week.
 https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md
 """
 
 from __future__ import annotations
 
 import binascii
+from datetime import timedelta
 from typing import Annotated
 
 from fastapi import Path, Request
@@ -34,9 +41,10 @@ from reconciler.service.webhooks.receiving import (
     webhook_secret,
 )
 from reconciler.service.webhooks.routes import router
-from reconciler.service.webhooks.signing import TOLERANCE_S, RawBody, keep_ids_for
+from reconciler.service.webhooks.signing import TOLERANCE_S, RawBody, remember
 from reconciler.service.wiring import Wired
 
+RETRY_WINDOW = timedelta(days=7)
 Provider = Annotated[str, Path(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$")]
 
 
@@ -61,4 +69,4 @@ def standard_webhook(provider: Provider, body: RawBody, request: Request,
     named = found(dig(data, "metadata.operation_id"), dig(data, "id"),
                   dig(data, "metadata.request_hash"))
     return accept(wiring, provider, request.headers.get("webhook-id", ""),
-                  keep_ids_for(TOLERANCE_S), named, scheme=f"standard:{provider}")
+                  remember(RETRY_WINDOW), named, scheme=f"standard:{provider}")

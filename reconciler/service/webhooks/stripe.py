@@ -6,11 +6,17 @@ which the SDK leaves open and the replay window needs. The operation is the even
 `metadata.operation_id` (PaymentIntent and Charge metadata; set it when creating the object),
 and its `metadata.request_hash`, if set, binds the receipt to the request.
 https://docs.stripe.com/webhooks#verify-events
+
+A delivery is known again by the event id inside the signed body (`evt_...`): Stripe signs each
+retry again with a new `t`, so a hash of `t.body` would make every retry a new delivery, and the
+body itself is not byte-stable across retries (`pending_webhooks` counts down). The id is kept
+for RETRY_WINDOW.
 """
 
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 from fastapi import Request
 from stripe import SignatureVerificationError, WebhookSignature
@@ -26,12 +32,16 @@ from reconciler.service.webhooks.receiving import (
     webhook_secret,
 )
 from reconciler.service.webhooks.routes import router
-from reconciler.service.webhooks.signing import TOLERANCE_S, RawBody, keep_ids_for
+from reconciler.service.webhooks.signing import TOLERANCE_S, RawBody, remember
 from reconciler.service.wiring import Wired
 
 #: Events whose object is the effect done: a failed or canceled object is not the effect.
 RECEIPT_EVENTS = frozenset({"payment_intent.succeeded", "charge.succeeded", "charge.captured",
                             "invoice.paid"})
+#: Live mode retries an event for up to three days (https://docs.stripe.com/workbench/webhooks),
+#: and an event can be resent by hand (Dashboard, `stripe events resend`) while Stripe keeps
+#: it: events are listed and retrieved going back 30 days (https://docs.stripe.com/api/events/list).
+RETRY_WINDOW = timedelta(days=30)
 
 
 @router.post("/stripe", response_model=WebhookAck, responses=problem_responses(400, 401, 404))
@@ -52,7 +62,7 @@ def stripe_webhook(body: RawBody, request: Request, wiring: Wired) -> WebhookAck
     named = (found(dig(obj, "metadata.operation_id"), dig(obj, "id"),
                    dig(obj, "metadata.request_hash"))
              if kind in RECEIPT_EVENTS else f"a {kind} event is not a receipt")
-    return accept(wiring, "stripe", str(event.get("id") or ""), keep_ids_for(TOLERANCE_S), named)
+    return accept(wiring, "stripe", str(event.get("id") or ""), remember(RETRY_WINDOW), named)
 
 
 def _signed_at(header: str) -> int:
