@@ -100,3 +100,16 @@ def test_an_undecided_dispatched_operation_is_due_from_its_latest_dispatch() -> 
     f = facts(attempt(1, 3), attempt(2, 9), effect=Effect.IDEMPOTENT_WRITE)
     assert due_after(summarize(f), decided(f, 10), CONTRACT) == t(9)
     assert due_after(summarize(facts()), decided(facts(), 10), CONTRACT) is None
+
+
+def test_an_operation_stays_due_until_its_settle_time_has_passed() -> None:
+    # A timeout at 0 settles at 20 s (inflight_s 20): the zero read at 2 s proves nothing, and
+    # however far the backoff has grown the next round comes just after the settle time, where
+    # a provider that committed late shows the effect.
+    slow = replace(CONTRACT, inflight_s=20)
+    f = facts(attempt(1, 0), probe(2, Authority.AUTHORITATIVE))
+    decision = evaluate(f, slow, t(2))
+    assert decision.verdict is Verdict.INDETERMINATE
+    patient = replace(POLICY, max_backoff_s=300, probe_budget=20)  # round 6 would wait 32 s
+    scheduled = next_round(summarize(f), decision, slow, 6, t(2), patient)
+    assert scheduled.due_at is not None and t(20) < scheduled.due_at <= t(20.01)
