@@ -21,7 +21,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -36,6 +36,7 @@ from probes.spec import HttpJsonSpec
 from probes.templates import MissingValue
 from probes.transport import Clients, FetchError, Reply, aget, get
 from reconciler.domain import Authority, Match, Observation, Receipt
+from reconciler.sight import Sight
 
 #: What a provider's error code looks like; anything else (a message) is never quoted.
 _CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -53,6 +54,8 @@ class _Read:
     matches: dict[str, Match]
     at: datetime | None = None
     cut: str | None = None
+    #: Matches in content written by another account than the configured `author`.
+    foreign: dict[str, Match] = field(default_factory=dict)
 
 
 class HttpJsonProbe:
@@ -66,6 +69,8 @@ class HttpJsonProbe:
         #: The provider's documented lag for a lagging read (set by recipes): the configuration
         #: refuses a `visibility_lag_s` below it.
         self.least_lag_s = 0.0
+        #: What it covers and finds effects by: set by the registry (probes/sight.py).
+        self.sight = Sight()
         self._clock = clock
         self._clients = Clients({}, transport)
 
@@ -128,7 +133,7 @@ class HttpJsonProbe:
         url = spec.base_url + spec.path.render(target, lambda value: quote(value, safe=""))
         params: Mapping[str, str] = {k: t.render(target) for k, t in spec.params.items()}
         deadline = time.monotonic() + spec.policy.deadline_s
-        read = _Read({})
+        read = _Read({}, cut=self._blind(target))
         for page in range(spec.max_pages):
             try:
                 reply = yield url, params, headers, deadline
@@ -153,6 +158,8 @@ class HttpJsonProbe:
                 return self._receipt(target, reply, found)
             for match in found.matches:
                 read.matches.setdefault(match.provider_ref, match)
+            for match in found.foreign:
+                read.foreign.setdefault(match.provider_ref, match)
             read.cut = read.cut or self._undecided(found) or self._incomplete(body)
             following = spec.pagination.following(
                 url, params, body, reply.headers, spec.extraction.items(body), spec.base_url)
@@ -165,6 +172,10 @@ class HttpJsonProbe:
         else:
             read.cut = read.cut or f"more than max_pages = {spec.max_pages} pages"
         assert read.at is not None
+        if read.foreign and not read.matches:
+            # A marker anyone could have written proves nothing (SPEC section 3), and no zero.
+            return Observation(target.operation_id, read.at, self.name, Authority.WEAK,
+                               tuple(read.foreign.values()))
         if read.cut is not None and not read.matches:
             return self._unavailable(target, f"read cut short: {read.cut}", read.at)
         return Observation(target.operation_id, read.at, self.name, spec.authority,
@@ -172,10 +183,19 @@ class HttpJsonProbe:
 
     def _receipt(self, target: ProbeTarget, reply: Reply, found: Found) -> Observation | Receipt:
         if not found.matches:
-            return self._unavailable(target, "the record's status decides nothing", reply.at)
+            why = "the record was written by another account" if found.foreign \
+                else "the record's status decides nothing"
+            return self._unavailable(target, why, reply.at)
         match = found.matches[0]
         return Receipt(target.operation_id, reply.at, match.provider_ref, match.request_hash,
                        source="lookup")
+
+    def _blind(self, target: ProbeTarget) -> str | None:
+        """Why this read cannot see the operation's effect, when the intent's correlation names
+        what the endpoint does not return (`blind_to`)."""
+        named = [key for key in self.spec.blind_to if target.correlation.get(key)]
+        return f"this read does not return what correlation {named[0]!r} names" \
+            if named else None
 
     @staticmethod
     def _undecided(found: Found) -> str | None:

@@ -7,6 +7,7 @@ must become "could not answer", never "found nothing".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,16 @@ from probes.templates import Template
 from reconciler.domain import Match
 
 Scalar = str | int | float | bool
+
+#: The marker an agent puts in text a provider keeps no metadata for (an issue body), in both
+#: forms docs/webhooks.md offers: `<!-- reconciler:op=ID -->` and
+#: `<!-- reconciler:op=ID request_hash=sha256:HEX -->`. The id is read whole, so `op=abc` is
+#: never found in `op=abcd`.
+MARKER = re.compile(r"<!-- reconciler:op=(?P<op>\S+?)(?: request_hash=(?P<hash>\S+))? -->")
+
+#: How a `FieldCheck` compares: `equals` the value, `contains` it as text, or has it as a
+#: `member` of a list (labels).
+HOW = ("equals", "contains", "member")
 
 
 class UnusableResponse(Exception):
@@ -33,20 +44,21 @@ def dig(data: Any, path: str) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class FieldCheck:
-    """A field of a JSON object must equal (or, for `contains`, contain) an expected value.
+    """A field of a JSON object must equal an expected value (`how`: or contain it as text, or
+    be a list that has it as an element).
 
     A string is a template (`"{operation_id}"`); other scalars are compared as they are.
     """
 
     path: str
     expected: Template | Scalar
-    contains: bool = False
+    how: str = "equals"
 
     @classmethod
     def table(cls, table: Mapping[str, Scalar], where: str,
-              contains: bool = False) -> tuple[FieldCheck, ...]:
+              how: str = "equals") -> tuple[FieldCheck, ...]:
         return tuple(
-            cls(path, Template.parse(value, where) if isinstance(value, str) else value, contains)
+            cls(path, Template.parse(value, where) if isinstance(value, str) else value, how)
             for path, value in table.items())
 
     def holds(self, data: Any, target: ProbeTarget) -> bool:
@@ -54,13 +66,18 @@ class FieldCheck:
             actual = dig(data, self.path)
         except LookupError:
             return False
-        if isinstance(self.expected, Template):
-            wanted = self.expected.render(target)
-            return isinstance(actual, str) and (
-                wanted in actual if self.contains else actual == wanted)
-        # True == 1 in Python, but not in JSON.
-        return actual == self.expected and isinstance(actual, bool) == isinstance(
-            self.expected, bool)
+        wanted = self.expected.render(target) if isinstance(self.expected, Template) \
+            else self.expected
+        if self.how == "member":
+            return isinstance(actual, list) and any(_same(wanted, a) for a in actual)
+        if self.how == "contains":
+            return isinstance(actual, str) and isinstance(wanted, str) and wanted in actual
+        return _same(wanted, actual)
+
+
+def _same(wanted: Scalar, actual: Any) -> bool:
+    # True == 1 in Python, but not in JSON.
+    return actual == wanted and isinstance(actual, bool) == isinstance(wanted, bool)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +108,12 @@ class StatusFilter:
 @dataclass(frozen=True, slots=True)
 class Found:
     """The operation's matches in one answer; `undecided` counts its objects whose status
-    decides nothing yet (they forbid a zero)."""
+    decides nothing yet (they forbid a zero); `foreign` holds the matches in content written
+    by another account than the configured one (SPEC section 3: hints, `weak`)."""
 
     matches: tuple[Match, ...]
     undecided: int = 0
+    foreign: tuple[Match, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +122,10 @@ class Extraction:
 
     `path` leads to a list of items or, when `single`, to the one object of a read by id.
     `hash` is where an item carries the request hash the agent attached (for instance
-    `metadata.request_hash`): a real provider returns only what it was given.
+    `metadata.request_hash`): a real provider returns only what it was given. `marker` is a
+    text field that must hold this operation's `MARKER` (whose `request_hash`, when there is
+    no `hash` path, is the match's hash). `author` checks who wrote an item: a match that
+    fails them was written by someone else and proves nothing.
     """
 
     path: str
@@ -112,6 +134,8 @@ class Extraction:
     hash: str | None = None
     where: tuple[FieldCheck, ...] = ()
     status: StatusFilter | None = None
+    marker: str | None = None
+    author: tuple[FieldCheck, ...] = ()
 
     def items(self, body: Any) -> list[dict[str, Any]]:
         """The answer's objects (one, for a read by id)."""
@@ -133,6 +157,7 @@ class Extraction:
             # Someone else's object under our reference proves nothing either way.
             raise UnusableResponse("the object found is not this operation's")
         matches: dict[str, Match] = {}
+        foreign: dict[str, Match] = {}
         undecided = 0
         for item in items:
             if not self._belongs(item, target):
@@ -141,14 +166,26 @@ class Extraction:
             if effect is None:
                 undecided += 1
             elif effect:
-                match = self._match(item)
-                matches.setdefault(match.provider_ref, match)
-        return Found(tuple(matches.values()), undecided)
+                match = self._match(item, target)
+                ours = all(check.holds(item, target) for check in self.author)
+                (matches if ours else foreign).setdefault(match.provider_ref, match)
+        return Found(tuple(matches.values()), undecided, tuple(foreign.values()))
 
     def _belongs(self, item: dict[str, Any], target: ProbeTarget) -> bool:
-        return all(check.holds(item, target) for check in self.where)
+        return all(check.holds(item, target) for check in self.where) and (
+            self.marker is None or self._marker(item, target) is not None)
 
-    def _match(self, item: dict[str, Any]) -> Match:
+    def _marker(self, item: dict[str, Any], target: ProbeTarget) -> re.Match[str] | None:
+        """This operation's marker in the item's `marker` text (an exact id, either form)."""
+        try:
+            text = dig(item, str(self.marker))
+        except LookupError:
+            return None
+        if not isinstance(text, str):
+            return None
+        return next((m for m in MARKER.finditer(text) if m["op"] == target.operation_id), None)
+
+    def _match(self, item: dict[str, Any], target: ProbeTarget) -> Match:
         try:
             ref = dig(item, self.ref)
         except LookupError:
@@ -163,4 +200,7 @@ class Extraction:
                 request_hash = None
             if not isinstance(request_hash, str | None):
                 raise UnusableResponse(f"a matching item has an unusable {self.hash!r}")
+        elif self.marker is not None:
+            marker = self._marker(item, target)
+            request_hash = marker["hash"] if marker else None
         return Match(str(ref), request_hash)

@@ -13,6 +13,13 @@ Each style is the provider's own way of saying "more follows":
 A read is complete only when the provider said it ended. When pages remain after `max_pages`,
 when the provider says more follows but gives no way there, or when a next page would leave the
 configured host, the read is cut: it proves no zero (SPEC section 3).
+
+Some providers say "more follows" with a flag (`more`: Slack's and Stripe's `has_more`), some
+say "this is the last page" (`last_flag`: Jira's `isLast`, on `/rest/api/3/search/jql`,
+https://developer.atlassian.com/cloud/jira/platform/rest/v3/api-group-issue-search/). When
+either is configured, a page that does not carry it as a boolean has not said it was the last:
+the read is cut. (Stripe documents `has_more` on every list page,
+https://docs.stripe.com/api/pagination; a page without it is not a page we understand.)
 """
 
 from __future__ import annotations
@@ -45,6 +52,19 @@ class Cut:
 
 
 @dataclass(frozen=True, slots=True)
+class _More:
+    """The page says more follows; `why` quotes the flag that says it."""
+
+    why: str
+
+
+def _stuck(more: _More | Cut | None, why: str) -> Cut | None:
+    """With no way to a next page: the end of the read, or (when the page did not say it was
+    the last) a cut."""
+    return Cut(f"{more.why} but {why}") if isinstance(more, _More) else more
+
+
+@dataclass(frozen=True, slots=True)
 class Pagination:
     """One style's settings; unused ones stay None."""
 
@@ -52,6 +72,7 @@ class Pagination:
     next: str | None = None     # cursor / next_url: body path of the cursor or the URI
     param: str | None = None    # cursor / after_last / offset: the query parameter to send
     more: str | None = None     # body path of a boolean that says more follows (has_more)
+    last_flag: str | None = None  # body path of a boolean that says this page is the last
     last: str = "id"            # after_last: the field of the last object to send back
     total: str | None = None    # offset: body path of the total count
     limit: int | None = None    # offset: the most `offset + count` may reach (Postmark: 10000)
@@ -61,31 +82,31 @@ class Pagination:
                   origin: str) -> Page | Cut | None:
         """The next page, a `Cut`, or None when the provider said this was the last page."""
         more = self._more(body)
-        if self.style == "none":
-            return Cut(f"the provider says more follows ({self.more})") if more else None
         if self.style == "cursor":
             cursor = self._text(body, self.next)
             if cursor:
                 return Page(url, {**params, str(self.param): cursor})
-            return Cut(f"{self.more} is true but {self.next} is empty") if more else None
+            return _stuck(more, f"{self.next} is empty")
         if self.style == "after_last":
-            if not more:
-                return None
+            if not isinstance(more, _More):
+                return more
             last = items[-1].get(self.last) if items else None
             if not isinstance(last, str) or not last:
-                return Cut(f"{self.more} is true but the page has no last {self.last!r}")
+                return Cut(f"{more.why} but the page has no last {self.last!r}")
             return Page(url, {**params, str(self.param): last})
         if self.style == "link":
             found = _LINK_NEXT.search(headers.get("link", ""))
             return self._elsewhere(url, found.group(1), origin) if found else (
-                Cut(f"{self.more} is true but there is no next link") if more else None)
+                _stuck(more, "there is no next link"))
         if self.style == "next_url":
             uri = self._text(body, self.next)
             if uri:
                 # Twilio's next_page_uri starts at the API root; its SDK appends it to the base.
                 nxt = origin.rstrip("/") + uri if uri.startswith("/") else urljoin(url, uri)
                 return self._elsewhere(url, nxt, origin)
-            return Cut(f"{self.more} is true but {self.next} is empty") if more else None
+            return _stuck(more, f"{self.next} is empty")
+        if self.style == "none":
+            return _stuck(more, "this probe does not page")
         return self._offset(url, params, body, items)
 
     def _offset(self, url: str, params: Mapping[str, str], body: Any,
@@ -105,13 +126,19 @@ class Pagination:
             return Cut(f"{total} objects, past the provider's limit of {self.limit} a search")
         return Page(url, {**params, str(self.param): str(offset)})
 
-    def _more(self, body: Any) -> bool:
-        if self.more is None:
-            return False
+    def _more(self, body: Any) -> _More | Cut | None:
+        """None when the page says it is the last (or no flag is configured), `_More` when it
+        says more follows, a `Cut` when it does not say (the flag is missing)."""
+        flag, last = (self.more, False) if self.more is not None else (self.last_flag, True)
+        if flag is None:
+            return None
         try:
-            return dig(body, self.more) is True
+            value = dig(body, flag)
         except LookupError:
-            return False
+            value = None
+        if not isinstance(value, bool):
+            return Cut(f"the page does not say whether it is the last ({flag} is missing)")
+        return None if value is last else _More(f"{flag} is {str(value).lower()}")
 
     @staticmethod
     def _text(body: Any, path: str | None) -> str | None:

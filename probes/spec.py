@@ -45,6 +45,9 @@ class HttpJsonSpec:
     max_pages: int
     #: Body path of a boolean that, when true, says the answer may be missing objects.
     incomplete: str | None
+    #: Correlation keys that name an effect this endpoint does not return (a Slack thread
+    #: reply is not in the channel's history): an intent that carries one gets no zero here.
+    blind_to: tuple[str, ...]
     #: None: a 404 is an error. Otherwise a 404 whose body passes these checks is zero matches.
     not_found: tuple[FieldCheck, ...] | None
     confirm: tuple[Confirm, ...]
@@ -71,6 +74,7 @@ class HttpJsonSpec:
             pagination=_pagination(opts),
             max_pages=opts.integer("max_pages", 10, minimum=1),
             incomplete=opts.string("incomplete"),
+            blind_to=tuple(opts.list_of_strings("blind_to")),
             not_found=_not_found(opts, where),
             confirm=_confirm(opts, where),
             authority=Authority(opts.choice("authority", tuple(CLAIMABLE))),
@@ -129,8 +133,11 @@ def _extraction(opts: Options, where: str) -> Extraction:
         ref=opts.required_string("ref"),
         hash=opts.string("hash"),
         where=FieldCheck.table(opts.table("where", scalars=True), where)
-        + FieldCheck.table(opts.table("contains"), where, contains=True),
+        + FieldCheck.table(opts.table("contains"), where, how="contains")
+        + FieldCheck.table(opts.table("member", scalars=True), where, how="member"),
         status=_status(opts),
+        marker=opts.string("marker"),
+        author=FieldCheck.table(opts.table("author", scalars=True), where),
     )
 
 
@@ -157,14 +164,20 @@ def _pagination(opts: Options) -> Pagination:
     table = opts.table("pagination", scalars=True)
     sub = Options(table, f"{opts.where}: pagination")
     style = sub.choice("style", STYLES, "none")
-    needs = {"cursor": ("next", "param"), "after_last": ("param", "more"), "link": (),
+    needs = {"cursor": ("next", "param"), "after_last": ("param",), "link": (),
              "next_url": ("next",), "offset": ("param", "total"), "none": ()}[style]
     pagination = Pagination(
         style=style, next=sub.string("next"), param=sub.string("param"),
-        more=sub.string("more"), last=sub.string("last", "id") or "id",
+        more=sub.string("more"), last_flag=sub.string("last_flag"),
+        last=sub.string("last", "id") or "id",
         total=sub.string("total"),
         limit=sub.integer("limit", 0, minimum=1) if sub.has("limit") else None)
+    if pagination.more is not None and pagination.last_flag is not None:
+        raise sub.error("set one of 'more' (true: more follows) or 'last_flag' (true: this is "
+                        "the last page), not both")
     missing = [key for key in needs if getattr(pagination, key) is None]
+    if style == "after_last" and pagination.more is None is pagination.last_flag:
+        missing.append("more (or last_flag)")
     if missing:
         raise sub.error(f"style {style!r} needs {', '.join(missing)}")
     sub.finish()

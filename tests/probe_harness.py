@@ -28,7 +28,7 @@ def target(**changes: Any) -> ProbeTarget:
         "operation_id": OP, "idempotency_key": "key-1", "provider": "payments",
         "action": "charge", "request_hash": "sha256:h0",
         "correlation": {"charge": "ch_1", "payment_intent": "pi_1", "message_id": "m-1",
-                        "channel": "C1", "thread_ts": "1700000000.000100", "owner": "octo",
+                        "channel": "C1", "owner": "octo",
                         "repo": "hello", "issue_number": "7", "message_sid": "SM1",
                         "to": "+15550001111"},
         "intent_at": datetime(2026, 1, 1, 12, 0, tzinfo=UTC)}

@@ -127,8 +127,8 @@ def test_config_errors_are_clear(config: dict[str, Any], error: str) -> None:
 def test_a_lagging_recipe_sets_the_providers_lag_to_what_the_provider_documents() -> None:
     registry = default_registry()
     config = {"providers": {"issues": {"probes": [
-        {"use": "github.issue", "base_url": BASE},
-        {"use": "github.search", "base_url": BASE}]}}}
+        {"use": "github.issue", "base_url": BASE, "account": "octo-bot"},
+        {"use": "github.search", "base_url": BASE, "account": "octo-bot"}]}}}
     setup = parse_config(config, env={}, registry=registry)["issues"]
     assert setup.contract.visibility_lag_s == 300.0
 

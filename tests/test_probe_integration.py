@@ -60,7 +60,8 @@ LAGGING_SEARCHES = ("stripe.charges.search", "postmark.outbound", "github.search
 #: Twilio's Basic user, and its lags are the tests', not the providers' minutes.
 SANDBOX_OPTIONS: dict[str, dict[str, Any]] = {
     "twilio": {"account_sid": "AC0DEMO"}, "stripe": {"auth": "none"},
-    "postmark": {"auth": "none"}, "slack": {"auth": "none"}, "github": {"auth": "none"}}
+    "postmark": {"auth": "none"}, "slack": {"auth": "none"},
+    "github": {"auth": "none", "account": "sandbox-bot"}}  # the sandbox's issues' user
 ENV = {"TWILIO_ACCOUNT_SID": "AC0DEMO", "TWILIO_AUTH_TOKEN": "sandbox-token"}
 #: Pins the account and mode a 404 must be read in before it is a zero (the sandbox's own).
 PINNED = {"account": "acct_sandbox", "livemode": False}

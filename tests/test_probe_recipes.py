@@ -190,7 +190,8 @@ def test_slack_ok_false_is_no_answer() -> None:
 
 def test_slack_thread_replies_are_read_by_the_threads_ts() -> None:
     handler, seen = pages(slack_page(OP))
-    obs = observe(probe("slack.replies", handler))
+    in_thread = target(correlation={"channel": "C1", "thread_ts": "1700000000.000100"})
+    obs = observe(probe("slack.replies", handler), in_thread)
     assert len(obs.matches) == 1
     assert seen[0].url.path.endswith("/api/conversations.replies")
     assert seen[0].url.params["ts"] == "1700000000.000100"
@@ -211,15 +212,23 @@ def test_a_rate_limit_longer_than_the_deadline_ends_the_read() -> None:
 # --- GitHub -------------------------------------------------------------------------------
 
 
-def issue(number: int, op: str) -> dict[str, Any]:
+ACCOUNT = "octo-bot"
+
+
+def issue(number: int, op: str, author: str = ACCOUNT) -> dict[str, Any]:
     return {"id": 1000 + number, "number": number, "title": "t", "state": "open",
-            "body": f"text\n<!-- reconciler:op={op} -->"}
+            "body": f"text\n<!-- reconciler:op={op} -->", "user": {"login": author}}
+
+
+def github(recipe: str, handler: Handler, **options: Any) -> Any:
+    """A GitHub recipe's probe for the worker's account `octo-bot`."""
+    return probe(recipe, handler, account=ACCOUNT, **options)
 
 
 def test_github_search_quotes_the_marker_and_matches_it_exactly() -> None:
     handler, seen = pages(json({"total_count": 2, "incomplete_results": False,
                                 "items": [issue(7, OP), issue(8, "op-10")]}))
-    obs = observe(probe("github.search", handler))
+    obs = observe(github("github.search", handler))
     assert (obs.authority, obs.matches) == (Authority.LAGGING, (Match("7"),))
     assert seen[0].url.params["q"] == '"reconciler:op=op-1" repo:octo/hello in:body'
     assert seen[0].headers["Accept"] == "application/vnd.github+json"
@@ -227,16 +236,16 @@ def test_github_search_quotes_the_marker_and_matches_it_exactly() -> None:
 
 def test_a_github_search_with_incomplete_results_and_no_match_is_unavailable() -> None:
     handler, _ = pages(json({"total_count": 0, "incomplete_results": True, "items": []}))
-    cut(observe(probe("github.search", handler)), "incomplete_results")
+    cut(observe(github("github.search", handler)), "incomplete_results")
     found, _ = pages(json({"total_count": 1, "incomplete_results": True, "items": [issue(7, OP)]}))
-    assert observe(probe("github.search", found)).matches == (Match("7"),)
+    assert observe(github("github.search", found)).matches == (Match("7"),)
 
 
 def test_github_issue_list_reads_since_the_intent_and_follows_link() -> None:
     nxt = "http://provider.test/pay/repos/octo/hello/issues?page=2&since=x"
     link = f'<{nxt}>; rel="next", <{nxt}>; rel="last"'
     handler, seen = pages(json([issue(3, "op-2")], link=link), json([issue(2, OP)]))
-    obs = observe(probe("github.issues.list", handler))
+    obs = observe(github("github.issues.list", handler))
     assert (obs.authority, obs.matches) == (Authority.LAGGING, (Match("2"),))
     assert seen[0].url.params["since"] == "2026-01-01T11:55:00Z"
     assert str(seen[1].url) == nxt
@@ -244,7 +253,7 @@ def test_github_issue_list_reads_since_the_intent_and_follows_link() -> None:
 
 def test_a_next_link_to_another_host_is_not_followed() -> None:
     handler, seen = pages(json([], link='<https://elsewhere.test/issues?page=2>; rel="next"'))
-    cut(observe(probe("github.issues.list", handler)), "another host")
+    cut(observe(github("github.issues.list", handler)), "another host")
     assert len(seen) == 1
 
 
@@ -252,15 +261,15 @@ def test_a_spent_github_rate_limit_is_no_permission_error_and_no_zero() -> None:
     limited = json({"message": "API rate limit exceeded"}, 403,
                    **{"x-ratelimit-remaining": "0", "x-ratelimit-reset": "9999999999"})
     handler, seen = pages(limited)
-    cut(observe(probe("github.search", handler)), "rate limited")
+    cut(observe(github("github.search", handler)), "rate limited")
     assert len(seen) == 1  # the reset is past the deadline: not asked again
 
 
 def test_github_issue_by_number() -> None:
     handler, seen = pages(json(issue(7, OP)))
-    assert observe(probe("github.issue", handler)).matches == (Match("7"),)
+    assert observe(github("github.issue", handler)).matches == (Match("7"),)
     assert seen[0].url.path == "/pay/repos/octo/hello/issues/7"
-    gone = observe(probe("github.issue", answer({"message": "Not Found"}, 404)))
+    gone = observe(github("github.issue", answer({"message": "Not Found"}, 404)))
     assert gone.authority is Authority.UNAVAILABLE  # also a repository the token cannot see
 
 

@@ -1,5 +1,15 @@
 """GitHub: an issue by number, a repository's issues since the intent, and issue search,
-found by a marker the agent puts in the body (`<!-- reconciler:op=OPERATION_ID -->`).
+found by a marker the agent puts in the body, in either form docs/webhooks.md offers:
+`<!-- reconciler:op=OPERATION_ID -->` or
+`<!-- reconciler:op=OPERATION_ID request_hash=sha256:HEX -->` (the hash, when there, is the
+match's request hash). The id is compared whole: `op=abc` is not found in `op=abcd`.
+
+Anyone who can open an issue on the repository can write the marker into a body, so a match
+proves the effect only in an issue the worker's own account opened (SPEC section 3): the
+recipes need `account` (the login the token acts as, `user.login` of the issues it opens;
+`NAME[bot]` for a GitHub App) and refuse to be built without it, since a probe that could
+never prove an issue it found would hand every found issue to a human. A marker in an issue
+someone else opened is a `weak` match: a hint, and no zero either.
 
     github.issue        GET /repos/{owner}/{repo}/issues/{number}  authoritative
     github.issues.list  GET /repos/{owner}/{repo}/issues?since=    lagging, 60 s
@@ -9,9 +19,10 @@ The list pages with the `Link` header and reads from the intent's time less five
 (`since` filters on `updated_at`, which a new issue has at its creation); its responses carry
 `Cache-Control: max-age=60`, so a list may be up to a minute old. Search has its own rate
 limit (30 requests a minute, authenticated) and may time out: `incomplete_results: true` is a
-cut read, no zero. GitHub does not document search's indexing lag (users report minutes): the
-default is five minutes. A 404 is never a zero: GitHub answers it for a repository the token
-cannot see too.
+cut read, no zero. The quoted phrase `"reconciler:op=ID"` is in both marker forms, so the
+search finds either; the marker check then keeps the exact id. GitHub does not document
+search's indexing lag (users report minutes): the default is five minutes. A 404 is never a
+zero: GitHub answers it for a repository the token cannot see too.
 
 A spent rate limit is a 403 (or 429) with `x-ratelimit-remaining: 0` and `x-ratelimit-reset`,
 or `Retry-After` for a secondary limit: waited out, or the read ends `rate limited`.
@@ -27,35 +38,49 @@ from __future__ import annotations
 
 from typing import Any
 
+from probes.errors import ProbeConfigError
 from probes.recipes.recipe import Recipe
 from reconciler.domain import Authority
 
 CITE = "https://docs.github.com/en/rest/search/search"
 
 _REPO = "{correlation[owner]}/{correlation[repo]}"
-_MARKER = {"body": "<!-- reconciler:op={operation_id} -->"}
 _COMMON: dict[str, Any] = {
-    "token_env": "GITHUB_TOKEN", "ref": "number", "contains": _MARKER,
+    "token_env": "GITHUB_TOKEN", "ref": "number", "marker": "body",
     "headers": {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}}
 _LINK = {"style": "link"}
+
+
+def _by_account(options: dict[str, Any], where: str) -> dict[str, Any]:
+    """`account`: the login whose issues prove an effect; the author of anything else is not
+    the worker."""
+    account = options.pop("account", None)
+    if not isinstance(account, str) or not account.strip():
+        raise ProbeConfigError(
+            f"{where}: 'account' (the login the token opens issues as, e.g. 'my-bot' or "
+            "'my-app[bot]') is required: a marker in an issue body anyone can write proves "
+            "an effect only in an issue the worker's own account opened")
+    return {"author": {"user.login": account}, **options}
+
 
 RECIPES: dict[str, Recipe] = {
     "github.issue": Recipe({"path": "/repos/" + _REPO + "/issues/{correlation[issue_number]}",
                             "item": "", **_COMMON, "authority": "authoritative"},
                            Authority.AUTHORITATIVE,
-                           "https://docs.github.com/en/rest/issues/issues#get-an-issue"),
+                           "https://docs.github.com/en/rest/issues/issues#get-an-issue",
+                           adapt=_by_account),
     "github.issues.list": Recipe({
         "path": "/repos/" + _REPO + "/issues",
         "params": {"state": "all", "since": "{intent_at:iso-300}", "per_page": "100"},
         "items": "", **_COMMON, "pagination": _LINK, "authority": "lagging"},
         Authority.LAGGING,
         "https://docs.github.com/en/rest/issues/issues#list-repository-issues",
-        least_lag_s=60.0),
+        least_lag_s=60.0, adapt=_by_account),
     "github.search": Recipe({
         "path": "/search/issues",
         "params": {"q": '"reconciler:op={operation_id}" repo:' + _REPO + " in:body",
                    "per_page": "100"},
         "items": "items", **_COMMON, "incomplete": "incomplete_results", "pagination": _LINK,
         "budget": "search", "budget_per_minute": 30, "authority": "lagging"},
-        Authority.LAGGING, CITE, least_lag_s=300.0),
+        Authority.LAGGING, CITE, least_lag_s=300.0, adapt=_by_account),
 }

@@ -1,8 +1,14 @@
 """Slack: a channel's history, and a thread's replies, found by message metadata.
 
-    slack.history  GET /api/conversations.history  authoritative
+    slack.history  GET /api/conversations.history  authoritative, blind to thread replies
     slack.replies  GET /api/conversations.replies  authoritative (thread replies are never in
                                                    conversations.history)
+
+conversations.history "returns only parent messages" (conversations.replies' reference): a
+reply posted into a thread is not there, so an empty history proves nothing about an intent
+whose correlation names a `thread_ts`; it is recorded `unavailable` (`blind_to`), and the
+thread is read with `slack.replies`. A worker that posts into a thread records `thread_ts` in
+the intent's correlation (the replies read needs it anyway).
 
 The agent posts with `metadata = {event_type, event_payload: {operation_id, request_hash}}`;
 the probe asks for it (`include_all_metadata`), reads from the intent's time less five minutes
@@ -42,7 +48,8 @@ _PARAMS = {"channel": "{correlation[channel]}", "oldest": "{intent_at:unix6-300}
 
 RECIPES: dict[str, Recipe] = {
     "slack.history": Recipe({"path": "/api/conversations.history", "params": _PARAMS,
-                             **_COMMON}, Authority.AUTHORITATIVE, CITE),
+                             "blind_to": ["thread_ts"], **_COMMON}, Authority.AUTHORITATIVE,
+                            CITE),
     "slack.replies": Recipe({"path": "/api/conversations.replies",
                              "params": {**_PARAMS, "ts": "{correlation[thread_ts]}"}, **_COMMON},
                             Authority.AUTHORITATIVE,

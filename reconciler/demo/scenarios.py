@@ -42,12 +42,18 @@ READ_BOUNDS: dict[str, Any] = {"tries": 2, "backoff_s": 0.05, "timeout_s": 1.0,
                                "least_lag_s": VISIBILITY_LAG_S}
 
 
+#: Recipe options of a provider's probes: the GitHub recipes prove only issues the worker's
+#: account opened, and the sandbox opens every issue as its token's user.
+ACCOUNTS: dict[str, dict[str, Any]] = {"issues": {"account": "sandbox-bot"}}
+
+
 def probe_config(sandbox_url: str) -> dict[str, Any]:
     """The probe configuration for the sandbox, as a TOML file would hold it (docs/probes.md)."""
     return {"providers": {
         provider: {**contract, "max_attempts": 3, "reconcile_deadline_s": 60,
                    "probes": [{"use": use, "base_url": sandbox_url + SHAPES[provider].root,
-                               **READ_BOUNDS} for use in PROBES[provider]]}
+                               **READ_BOUNDS, **ACCOUNTS.get(provider, {})}
+                              for use in PROBES[provider]]}
         for provider, contract in CONTRACTS.items()}}
 
 
