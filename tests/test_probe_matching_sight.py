@@ -14,7 +14,9 @@ import pytest
 
 from probes.errors import ProbeConfigError
 from probes.http_json import HttpJsonProbe, http_json
+from probes.recipes import recipe_factory
 from reconciler.domain import Authority, Match, Observation
+from reconciler.sandbox import ManualClock, RunningSandbox
 
 from probe_harness import BASE, OP, Handler, answer, charge, observe, probe, target
 
@@ -100,6 +102,25 @@ def test_a_github_recipe_without_the_workers_account_is_refused_at_startup(recip
         probe(recipe, answer({}), account=" ")
 
 
+def test_a_marker_planted_at_the_sandbox_by_another_user_proves_nothing(
+        sandbox: RunningSandbox, client: httpx.Client) -> None:
+    def search() -> Observation:
+        built = recipe_factory("github.search")("github.search", {
+            "base_url": sandbox.url + "/gh", "auth": "none", "account": "sandbox-bot",
+            "tries": 1}, {})
+        return observe(built, target(correlation={"owner": "octo", "repo": "hello"}))
+
+    marked = {"title": "Disk full", "body": f"<!-- reconciler:op={OP} request_hash={HASH} -->"}
+    planted = client.post("/gh/repos/octo/hello/issues", json=marked,
+                          headers={"X-Sandbox-User": "mallory"})
+    assert planted.json()["user"]["login"] == "mallory"
+    assert (search().authority, search().matches) == (
+        Authority.WEAK, (Match(str(planted.json()["number"]), HASH),))
+    ours = client.post("/gh/repos/octo/hello/issues", json=marked).json()["number"]
+    assert (search().authority, search().matches) == (Authority.LAGGING,
+                                                      (Match(str(ours), HASH),))
+
+
 # --- Slack: a history read cannot see a thread reply ------------------------------------------
 
 
@@ -127,6 +148,27 @@ def test_a_thread_reply_found_in_the_history_still_proves() -> None:
     obs = observe(probe("slack.history", slack_history(OP)), IN_THREAD)
     assert (obs.authority, obs.matches) == (Authority.AUTHORITATIVE,
                                             (Match("1767268800.000001", HASH),))
+
+
+def test_a_thread_reply_at_the_sandbox_is_no_zero_of_the_history(
+        sandbox: RunningSandbox, client: httpx.Client, sandbox_clock: ManualClock) -> None:
+    parent = client.post("/chat/api/chat.postMessage",
+                         json={"channel": "C1", "text": "Deploying."}).json()["ts"]
+    metadata = {"event_type": "reconciler_operation",
+                "event_payload": {"operation_id": OP, "request_hash": HASH}}
+    client.post("/chat/api/chat.postMessage", json={"channel": "C1", "text": "Done.",
+                                                    "thread_ts": parent, "metadata": metadata})
+    replied = target(correlation={"channel": "C1", "thread_ts": parent},
+                     intent_at=sandbox_clock())
+
+    def read(recipe: str) -> Observation:
+        built = recipe_factory(recipe)(recipe, {"base_url": sandbox.url + "/chat",
+                                                "auth": "none", "tries": 1}, {})
+        return observe(built, replied)
+
+    cut(read("slack.history"), "'thread_ts'")
+    assert read("slack.replies").authority is Authority.AUTHORITATIVE
+    assert [m.request_hash for m in read("slack.replies").matches] == [HASH]
 
 
 # --- Stripe: a page that does not say has_more is a cut read ----------------------------------

@@ -32,6 +32,14 @@ _USER = {
     "organizations_url": "", "repos_url": "", "events_url": "", "received_events_url": ""}
 
 
+def _author(request: Request) -> JSONObject:
+    """Who opens the issue: the token's user, or (`X-Sandbox-User: LOGIN`) another user of the
+    repository, as anyone who can open an issue there could write the marker too."""
+    login = request.headers.get("x-sandbox-user")
+    return {**_USER, "login": login, "id": 2, "node_id": f"U_{login}", "type": "User"} \
+        if login else _USER
+
+
 def _github_time(unix_s: float) -> str:
     """GitHub's timestamps: ISO 8601 in UTC, to the second."""
     return datetime.fromtimestamp(unix_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -68,6 +76,7 @@ async def create_issue(
     if not isinstance(title, str) or not title or not isinstance(text, str):
         return JSONResponse({"message": "Validation Failed"}, 422)
     base_url = str(request.base_url)
+    user = _author(request)
 
     def build(seq: int, now: float) -> tuple[str, JSONObject]:
         # Numbers are unique across the sandbox rather than per repo: simpler, and still unique
@@ -80,7 +89,7 @@ async def create_issue(
             "labels_url": api + "/labels{/name}", "comments_url": api + "/comments",
             "events_url": api + "/events", "html_url": f"{base_url}{owner}/{repo}/issues/{seq}",
             "number": seq, "state": "open", "title": title, "body": text,
-            "user": _USER, "labels": [], "assignee": None, "assignees": [], "milestone": None,
+            "user": user, "labels": [], "assignee": None, "assignees": [], "milestone": None,
             "locked": False, "comments": 0, "closed_at": None, "created_at": stamp,
             "updated_at": stamp, "author_association": "OWNER",
         }
