@@ -87,6 +87,7 @@ def _provider(name: str, table: Mapping[str, Any], env: Mapping[str, str],
         key_retention_s=opts.number("key_retention_s", _DEFAULT.key_retention_s),
         visibility_lag_s=lag,
         max_attempts=opts.integer("max_attempts", _DEFAULT.max_attempts, minimum=1),
+        inflight_s=opts.number("inflight_s", _DEFAULT.inflight_s),
         reconcile_deadline_s=opts.number("reconcile_deadline_s", _DEFAULT.reconcile_deadline_s),
         compensable=opts.boolean("compensable", _DEFAULT.compensable),
     )

@@ -34,7 +34,7 @@ from reconciler.domain import (
     Receipt,
     Snapshot,
 )
-from reconciler.errors import AttemptConflictError, FactTimeError, UnknownOperationError
+from reconciler.errors import FactTimeError, UnknownOperationError
 from reconciler.ports import (
     FIRST_DECISION,
     Decided,
@@ -159,30 +159,23 @@ class Ledger:
     def record_attempt(self, attempt: Attempt, *, stamped: bool = False,
                        granted_by: Leases | None = None, holder: str | None = None
                        ) -> Recorded:
-        """Record an attempt (an identical repeat is accepted, not new); AttemptConflictError
-        when the number exists with other facts. `stamped`: the time is the ledger's, not the
-        caller's, so a resend that differs from the recorded attempt only in its time is the
-        same attempt. With `granted_by`, a new attempt needs the retry grant for its number
-        held by `holder` (`Leases.record_granted_attempt`: RetryNotGrantedError otherwise)."""
+        """Record a report of an attempt: every report is kept (SPEC section 4: a late answer
+        after a timeout, two reports racing, another key or hash), and only an identical repeat
+        of a report kept is not new; the completion of an attempt opened as dispatching fills
+        that record. `stamped`: the caller named no dispatch time, so the report's time is the
+        ledger's time of recording (`at == recorded_at`, which tells the store so): a further
+        report of a recorded attempt then takes that attempt's dispatch time
+        (store/reports.py), and a resend that differs only in its time is an identical repeat.
+        With `granted_by`, a new attempt needs the retry grant for its number held by `holder`
+        (`Leases.record_granted_attempt`: RetryNotGrantedError otherwise)."""
         at = self.clock()
-        attempt = replace(attempt, recorded_at=at)
+        attempt = replace(attempt, recorded_at=at, at=at if stamped else attempt.at)
         due_at = due_on_dispatch(attempt)
-        try:
-            # The attempt and the decision it leads to (and the grant's check), in one
-            # transaction.
-            created, decided = (
-                self.store.record_attempt_and_decide(attempt, _decided, at, due_at=due_at)
-                if granted_by is None else
-                granted_by.record_granted_attempt(attempt, holder, _decided, at, due_at=due_at))
-        except AttemptConflictError:
-            if not stamped:
-                raise
-            # Read back only here, off the hot path.
-            same = {a.number: a for a in self.store.facts(attempt.operation_id).attempts
-                    }.get(attempt.number)
-            if same is None or not same.same_facts(replace(attempt, at=same.at)):
-                raise
-            return Recorded(False, self.judge(attempt.operation_id))
+        # The attempt and the decision it leads to (and the grant's check), in one transaction.
+        created, decided = (
+            self.store.record_attempt_and_decide(attempt, _decided, at, due_at=due_at)
+            if granted_by is None else
+            granted_by.record_granted_attempt(attempt, holder, _decided, at, due_at=due_at))
         return Recorded(created, self._judged(decided, at))
 
     def record_evidence(self, evidence: Evidence) -> Judgement:

@@ -176,10 +176,12 @@ class Store(Protocol):
         ...
 
     def record_attempt(self, attempt: Attempt, *, due_at: datetime | None = None) -> bool:
-        """Record an attempt, or complete one recorded `dispatching`; True if new (or
-        completed), False for an identical repeat. AttemptConflictError when the number exists
-        with other facts; UnknownOperationError without an intent. An undecided, unescalated
-        operation is due from `due_at` (default: the attempt's time) unless due earlier."""
+        """Record a report of an attempt, or complete one recorded `dispatching`; True if new
+        (or completed), False for an identical repeat of a report kept. Every other report of
+        a recorded number is kept beside it, never refused (SPEC section 4; store/reports.py);
+        `facts` gives the reports in recorded order. UnknownOperationError without an intent.
+        An undecided, unescalated operation is due from `due_at` (default: the attempt's time)
+        unless due earlier."""
         ...
 
     def record_attempt_and_decide(self, attempt: Attempt, rule: Rule, now: datetime, *,

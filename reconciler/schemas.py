@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from reconciler.domain import Authority, Effect, Outcome, Verdict
+from reconciler.domain import Authority, Carried, Effect, Outcome, Verdict
 
 
 def _storable(value: str) -> str:
@@ -82,6 +82,11 @@ class IntentIn(_In):
     correlation: dict[Name, Key] = Field(default_factory=dict, max_length=16, description=(
         "References probes need to find the effect (channel id, repository): never content; "
         f"at most {CORRELATION_CHARS} characters as JSON."))
+    carries: list[Carried] | None = Field(None, max_length=len(Carried), description=(
+        "What the request carried to the provider that a probe can find its effect by "
+        "(SPEC section 3): the operation id in the provider's metadata, the idempotency key, "
+        "a reference the provider returned. Left out: the idempotency key recorded, alone; a "
+        "probe that finds effects by something the request did not carry proves no zero."))
 
     @model_validator(mode="after")
     def _correlation_fits(self) -> IntentIn:
@@ -195,6 +200,8 @@ class IntentOut(BaseModel):
     run_id: str | None
     tool_call_id: str | None
     correlation: dict[str, str]
+    carries: list[Carried] | None = Field(None, description="what the request carried to the "
+                                          "provider; null: the worker did not say")
 
 
 class AttemptOut(BaseModel):

@@ -7,6 +7,8 @@ on an ephemeral loopback port.
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -50,11 +52,67 @@ def test_attempt_is_recorded_and_its_repeat_answers_200(sidecar: Sidecar) -> Non
     sidecar.intent("op-1")
     out = sidecar.attempt("op-1")
     assert [(a["attempt"], a["outcome"]) for a in out["attempts"]] == [(1, "timeout")]
-    sidecar.attempt("op-1", status=200)  # resent without `at`: the same attempt
-    conflict = sidecar.http.post("/v1/operations/op-1/attempts", json={
-        "attempt": 1, "idempotency_key": "key-op-1", "request_hash": H,
-        "outcome": "response", "status": 201})
-    assert_problem(conflict, 409, "attempt-conflict")
+    again = sidecar.attempt("op-1", status=200)  # resent without `at`: the same report
+    assert again["attempts"] == out["attempts"]
+
+
+def test_a_2xx_reported_after_a_timeout_is_kept_and_a_later_zero_is_false_success(
+        sidecar: Sidecar) -> None:
+    """The field trial's lost 2xx: answered 409 and dropped, so the zero that followed gave
+    verified_not_applied and a retry. Every report is kept (SPEC section 4), and a 2xx in any
+    of them is a success claim that a conclusive zero contradicts."""
+    sidecar.intent("op-1")
+    dispatched = datetime.now(UTC).isoformat()
+    sidecar.attempt("op-1", at=dispatched)
+    late = sidecar.post("/v1/operations/op-1/attempts", {
+        "attempt": 1, "idempotency_key": "key-op-1", "request_hash": H, "at": dispatched,
+        "outcome": "response", "status": 200})
+    assert [(a["attempt"], a["outcome"], a["status"]) for a in late["attempts"]] == [
+        (1, "timeout", None), (1, "response", 200)]
+    out = sidecar.zero("op-1")
+    assert (out["verdict"], out["next_action"], out["retry_allowed"]) == (
+        "false_success", "mark_run_unhealthy", False)
+
+
+def test_reports_of_one_attempt_racing_are_all_kept(sidecar: Sidecar) -> None:
+    ops = [f"op-{n}" for n in range(5)]  # the field trial lost 5 of 5
+    for op in ops:
+        sidecar.intent(op)
+    reports = [(op, fields) for op in ops
+               for fields in ({"outcome": "timeout"}, {"outcome": "response", "status": 200})]
+    start = threading.Barrier(len(reports), timeout=30)
+
+    def report(op: str, fields: dict[str, object]) -> int:
+        start.wait()
+        return sidecar.http.post(f"/v1/operations/{op}/attempts", json={
+            "attempt": 1, "idempotency_key": f"key-{op}", "request_hash": H, **fields}
+        ).status_code
+
+    with ThreadPoolExecutor(len(reports)) as pool:
+        statuses = list(pool.map(lambda r: report(*r), reports, timeout=60))
+    assert statuses == [201] * len(reports)
+    for op in ops:
+        kept = sidecar.get(f"/v1/operations/{op}")["attempts"]
+        assert sorted(a["outcome"] for a in kept) == ["response", "timeout"]
+
+
+def test_what_the_request_carried_is_recorded_with_the_intent_and_shown(
+        sidecar: Sidecar) -> None:
+    body = {"operation_id": "op-1", "request_hash": H, "idempotency_key": "key-op-1",
+            "provider": "pay", "action": "charge", "effect": "non_idempotent"}
+    out = sidecar.post("/v1/operations", {**body, "carries": [
+        "provider_ref", "operation_id", "operation_id"]})
+    assert out["intent"]["carries"] == ["operation_id", "provider_ref"]
+    assert sidecar.get("/v1/operations/op-1")["intent"]["carries"] == [
+        "operation_id", "provider_ref"]
+    # Not said: null (SPEC section 3 reads it as the recorded key alone); said empty: nothing.
+    assert sidecar.post("/v1/operations", {**body, "operation_id": "op-2"})["intent"][
+        "carries"] is None
+    assert sidecar.post("/v1/operations", {**body, "operation_id": "op-3", "carries": []})[
+        "intent"]["carries"] == []
+    wrong = sidecar.http.post("/v1/operations", json={**body, "operation_id": "op-4",
+                                                      "carries": ["the_body"]})
+    assert_problem(wrong, 422, "validation")
 
 
 def test_attempt_of_an_unknown_operation_is_404(sidecar: Sidecar) -> None:

@@ -23,7 +23,6 @@ from reconciler.domain import (
     Verdict,
 )
 from reconciler.errors import (
-    AttemptConflictError,
     IntentConflictError,
     RetryNotGrantedError,
     UnknownOperationError,
@@ -104,12 +103,11 @@ def test_a_different_intent_for_an_existing_id_is_refused_and_recorded(
     assert [type(e) for e in facts.evidence] == [IntentConflict]
 
 
-def test_an_attempt_repeat_is_idempotent_and_a_changed_one_refused(store: Store) -> None:
+def test_an_identical_repeat_of_an_attempt_is_not_new(store: Store) -> None:
     store.record_intent(intent())
     assert store.record_attempt(attempt(1, 1)) is True
     assert store.record_attempt(attempt(1, 1)) is False
-    with pytest.raises(AttemptConflictError):
-        store.record_attempt(attempt(1, 1, Outcome.RESPONSE, status=200))
+    assert store.facts(OP).attempts == (attempt(1, 1),)
 
 
 def test_an_attempt_keeps_the_sidecars_time_beside_the_claimed_one(store: Store) -> None:
@@ -134,8 +132,9 @@ def test_an_open_attempt_is_completed_once_with_its_outcome(store: Store) -> Non
     assert (completed.outcome, completed.status, completed.at, completed.recorded_at,
             completed.completed_at) == (Outcome.RESPONSE, 201, t(1), t(1), t(6))
     assert store.record_attempt(replace(completed, recorded_at=t(9))) is False
-    with pytest.raises(AttemptConflictError):
-        store.record_attempt(attempt(1, 5, Outcome.TIMEOUT))
+    # Once closed, another outcome for it is another report, kept beside the completed one.
+    assert store.record_attempt(attempt(1, 5, Outcome.TIMEOUT)) is True
+    assert [a.outcome for a in store.facts(OP).attempts] == [Outcome.RESPONSE, Outcome.TIMEOUT]
 
 
 def test_evidence_keeps_the_sidecars_time_beside_the_claimed_one(store: Store) -> None:
@@ -147,11 +146,13 @@ def test_evidence_keeps_the_sidecars_time_beside_the_claimed_one(store: Store) -
     assert list(store.facts(OP).evidence) == items
 
 
-def test_attempts_come_back_in_number_order(store: Store) -> None:
+def test_attempts_and_their_reports_come_back_in_recorded_order(store: Store) -> None:
     store.record_intent(intent())
     store.record_attempt(attempt(2, 5))
     store.record_attempt(attempt(1, 1))
-    assert [a.number for a in store.facts(OP).attempts] == [1, 2]
+    store.record_attempt(attempt(2, 5, Outcome.RESPONSE, status=200))
+    assert [(a.number, a.outcome) for a in store.facts(OP).attempts] == [
+        (2, Outcome.TIMEOUT), (1, Outcome.TIMEOUT), (2, Outcome.RESPONSE)]
 
 
 def test_facts_and_evidence_for_an_unknown_operation_are_an_error(store: Store) -> None:
@@ -502,8 +503,9 @@ def test_an_opening_attempt_is_recorded_only_under_its_holders_unexpired_grant(
     done = replace(attempt(2, 5, Outcome.RESPONSE, status=200), recorded_at=t(101))
     completed, then = leases.record_granted_attempt(done, "w9", decided, t(101))
     assert completed is True and then.facts.attempts[-1].outcome is Outcome.RESPONSE
-    with pytest.raises(AttemptConflictError):
-        leases.record_granted_attempt(replace(done, status=500), None, decided, t(102))
+    # Another report of the attempt needs no grant either: it is kept, not refused.
+    kept, after = leases.record_granted_attempt(replace(done, status=500), None, decided, t(102))
+    assert kept is True and [a.status for a in after.facts.attempts] == [None, 200, 500]
 
 
 def test_an_attempt_is_recorded_with_the_decision_it_leads_to(store: Store) -> None:
@@ -515,9 +517,10 @@ def test_an_attempt_is_recorded_with_the_decision_it_leads_to(store: Store) -> N
     assert decided_now.decision == decide(summarize(store.facts(OP)), CONTRACT, t(2))
     again, decided_again = store.record_attempt_and_decide(attempt(1, 1), decided, t(3))
     assert again is False and decided_again.changed is False
-    with pytest.raises(AttemptConflictError):
-        store.record_attempt_and_decide(attempt(1, 1, Outcome.RESPONSE, status=200), decided,
-                                        t(4))
+    late, decided_late = store.record_attempt_and_decide(
+        attempt(1, 1, Outcome.RESPONSE, status=200), decided, t(4))
+    assert late is True and len(decided_late.facts.attempts) == 2
+    assert decided_late.decision == decide(summarize(store.facts(OP)), CONTRACT, t(4))
     with pytest.raises(UnknownOperationError):
         store.record_attempt_and_decide(replace(attempt(1, 1), operation_id="nope"), decided,
                                         t(5))

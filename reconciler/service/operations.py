@@ -109,7 +109,8 @@ async def record_intent(body: IntentIn, wiring: Wired, response: Response,
                                                    "type": "ambiguous_id"}]})
     intent = Intent(body.operation_id, body.request_hash, body.idempotency_key, body.provider,
                     body.action, body.effect, wiring.ledger.clock(), body.run_id, body.tool_call_id,
-                    dict(body.correlation))
+                    dict(body.correlation),
+                    None if body.carries is None else frozenset(body.carries))
     try:
         created, out = await wiring.call(_recorded, wiring, wiring.ledger.record_intent, intent)
     except IntentConflictError:
@@ -170,8 +171,9 @@ async def record_attempt(operation_id: OperationId, body: AttemptIn, wiring: Wir
                          response: Response, caller: Worker) -> OperationOut:
     """Record one dispatch and what the caller saw of it. Two phases: `dispatching` before the
     first byte leaves (attempt n>=2 presents its retry grant's `holder`), then the same attempt
-    with its outcome. An identical repeat is 200; a different outcome for a closed attempt is
-    409."""
+    with its outcome. An identical repeat is 200. Any other report of a recorded attempt (a
+    late answer after a timeout, two reports racing) is kept beside it, 201: never refused,
+    since a 2xx in any report is a success claim (SPEC section 4)."""
     attempt = Attempt(operation_id, body.attempt, body.idempotency_key, body.request_hash,
                       wiring.ledger.time_of(body.at, ahead_ok=True), body.outcome, body.status,
                       _match(body.receipt))

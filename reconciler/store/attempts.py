@@ -1,9 +1,15 @@
-"""Recording an attempt: its insert and the due time a dispatch sets, in the caller's write
-(the group committer's transaction), and, when the insert is refused, telling a repeat, the
-completion of an open attempt and a conflict apart from what is recorded.
+"""Recording an attempt's report: its insert and the due time a dispatch sets, in the caller's
+write (the group committer's transaction), and, when the insert is refused, telling a repeat,
+the completion of an open attempt and another report of a recorded attempt apart from what is
+kept (store/reports.py).
 
-    INSERT attempt ─▶ UPDATE state.due_at (a dispatch makes an undecided operation due)
-        └─ refused (unique number, or no intent) ─▶ settle: repeat? completion? conflict?
+    INSERT report 0 ─▶ UPDATE state.due_at (a dispatch makes an undecided operation due)
+        └─ refused (number taken, or no intent) ─▶ settle: repeat? completion? another report?
+
+A first report is one INSERT, as it was before reports were kept: only a report of a number
+already taken pays for the read that numbers it on from the highest (`report`), with the
+operation's state row locked (PostgreSQL; SQLite's write transaction excludes other writers),
+so that two reports racing take turns and both are kept.
 
 Decided in the same transaction (`SqlStore.record_attempt_and_decide`), the due time is set
 after the decision, and only when the decision left the state row as it was: a decision that
@@ -21,9 +27,8 @@ import sqlalchemy
 from sqlalchemy import Connection, Table, bindparam, insert, or_, update
 from sqlalchemy.exc import IntegrityError
 
-from reconciler.domain import Attempt, Outcome, Verdict, completes
-from reconciler.errors import AttemptConflictError
-from reconciler.store import decisions, rows
+from reconciler.domain import Attempt, Outcome, Verdict
+from reconciler.store import decisions, reports, rows
 from reconciler.store.commits import Step
 from reconciler.store.driver import DriverStatements
 from reconciler.store.tables import AttemptRow, StateRow
@@ -39,9 +44,12 @@ DUE_ON_DISPATCH = (update(_STATE)
                           _STATE.c.verdict == Verdict.INDETERMINATE.value,
                           _STATE.c.escalated.is_(False))
                    .values(due_at=bindparam("at")))
-ATTEMPT_NUMBERED = sqlalchemy.select(_ATTEMPT).where(_ATTEMPT.c.operation_id == bindparam("op"),
-                                                     _ATTEMPT.c.number == bindparam("number"))
-#: The completion of an attempt recorded as dispatching, only while it still is.
+#: The reports of one attempt, in recorded order.
+ATTEMPT_NUMBERED = (sqlalchemy.select(_ATTEMPT)
+                    .where(_ATTEMPT.c.operation_id == bindparam("op"),
+                           _ATTEMPT.c.number == bindparam("number"))
+                    .order_by(_ATTEMPT.c.id))
+#: The completion of an attempt recorded as dispatching (its report, by row id).
 COMPLETE_ATTEMPT = (update(_ATTEMPT)
                     .where(_ATTEMPT.c.id == bindparam("row"),
                            _ATTEMPT.c.outcome == Outcome.DISPATCHING.value)
@@ -72,30 +80,34 @@ def make_due(conn: Connection, due: dict[str, Any]) -> None:
 
 def settle(conn: Connection, attempt: Attempt, due: dict[str, Any],
            refused: IntegrityError) -> bool:
-    """After the insert of `attempt` was refused, in the transaction of `conn`: False for an
-    identical repeat, True for the completion of an open attempt (recorded here),
-    AttemptConflictError otherwise (UnknownOperationError without an intent; `refused` again
-    when the attempt is not there either)."""
-    decisions.head(conn, attempt.operation_id)
-    existing = conn.execute(ATTEMPT_NUMBERED, {"op": attempt.operation_id,
-                                               "number": attempt.number}).first()
-    if existing is None:
+    """After the insert of `attempt` as a first report was refused, in the transaction of
+    `conn`: False for an identical repeat of a report kept; True for the completion of an open
+    report (recorded here) or another report of the attempt (kept here, numbered after the
+    highest). UnknownOperationError without an intent; `refused` again when the number is not
+    taken either."""
+    decisions.head(conn, attempt.operation_id, locked=True)
+    found = conn.execute(ATTEMPT_NUMBERED, {"op": attempt.operation_id,
+                                            "number": attempt.number}).all()
+    if not found:
         raise refused
-    recorded = rows.attempt_of(existing)
-    if recorded.same_facts(attempt):
+    kept = [rows.attempt_of(row) for row in found]
+    attempt = reports.as_reported(kept, attempt)
+    if reports.repeats(kept, attempt):
         return False
-    if completes(recorded, attempt):
-        # Only while still open: of two different completions racing, one wins and
-        # the other finds the attempt closed (a conflict, below).
-        done = conn.execute(COMPLETE_ATTEMPT, {
-            "row": existing.id, "outcome": attempt.outcome.value, "status": attempt.status,
-            "ref": attempt.receipt.provider_ref if attempt.receipt else None,
-            "hash": attempt.receipt.request_hash if attempt.receipt else None,
-            "completed": attempt.recorded_at})
-        if int(done.rowcount) == 1:
-            conn.execute(DUE_ON_DISPATCH, due)
-            return True
-    raise AttemptConflictError(
-        f"attempt {attempt.number} of {attempt.operation_id!r} is already recorded with "
-        "other facts; record the next attempt with the next number",
-        operation_id=attempt.operation_id)
+    index = reports.opened(kept, attempt)
+    if index is None or not _complete(conn, found[index].id,
+                                      reports.completion(kept[index], attempt)):
+        conn.execute(INSERT_ATTEMPT, rows.attempt_values(
+            attempt, max(row.report for row in found) + 1))
+    conn.execute(DUE_ON_DISPATCH, due)
+    return True
+
+
+def _complete(conn: Connection, row: int, done: Attempt) -> bool:
+    """Fill the open report `row` with the outcome of `done`; False if it is no longer open
+    (then the report is kept as another: nothing is dropped)."""
+    return int(conn.execute(COMPLETE_ATTEMPT, {
+        "row": row, "outcome": done.outcome.value, "status": done.status,
+        "ref": done.receipt.provider_ref if done.receipt else None,
+        "hash": done.receipt.request_hash if done.receipt else None,
+        "completed": done.completed_at}).rowcount) == 1

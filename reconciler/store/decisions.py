@@ -40,8 +40,9 @@ HEAD = (select(_INTENT, _STATE.c.verdict.label("cached_verdict"),
 #: The same, the state row locked until the commit (PostgreSQL; SQLite's write transaction
 #: already excludes every other writer): two decisions on one operation take turns.
 HEAD_LOCKED = HEAD.with_for_update(of=_STATE)
+#: Every report of every attempt, in recorded order (`id`; a completion keeps its opening's).
 ATTEMPTS = (select(_ATTEMPT).where(_ATTEMPT.c.operation_id == bindparam("op"))
-            .order_by(_ATTEMPT.c.number))
+            .order_by(_ATTEMPT.c.id))
 EVIDENCE = (select(_EVIDENCE).where(_EVIDENCE.c.operation_id == bindparam("op"))
             .order_by(_EVIDENCE.c.id))
 CACHE = (update(_STATE).where(_STATE.c.operation_id == bindparam("op"))
@@ -54,7 +55,7 @@ Contracts = Callable[[Connection, str], ProviderContract]
 
 #: The attempts and evidence of the operations "ids" (a sweep's batch, a retention batch).
 ATTEMPTS_OF = (select(_ATTEMPT).where(_ATTEMPT.c.operation_id.in_(bindparam("ids", expanding=True)))
-               .order_by(_ATTEMPT.c.operation_id, _ATTEMPT.c.number))
+               .order_by(_ATTEMPT.c.id))
 EVIDENCE_OF = (select(_EVIDENCE)
                .where(_EVIDENCE.c.operation_id.in_(bindparam("ids", expanding=True)))
                .order_by(_EVIDENCE.c.id))

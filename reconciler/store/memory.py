@@ -30,10 +30,8 @@ from reconciler.domain import (
     ProviderContract,
     Snapshot,
     Verdict,
-    completes,
 )
 from reconciler.errors import (
-    AttemptConflictError,
     IntentConflictError,
     RetryNotGrantedError,
     UnknownOperationError,
@@ -53,6 +51,7 @@ from reconciler.ports import (
     Waiting,
 )
 from reconciler.retention import SETTLED
+from reconciler.store import reports
 from reconciler.summary import Summary, summarize
 
 
@@ -78,8 +77,14 @@ class _Operation:
     intent: Intent
     state: _State
     summary: Summary
-    attempts: dict[int, Attempt] = field(default_factory=dict)
+    #: Every report of every attempt, in recorded order (a completion fills its opening's).
+    reports: list[Attempt] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
+
+    @property
+    def attempts(self) -> set[int]:
+        """The attempt numbers recorded."""
+        return {a.number for a in self.reports}
 
     def facts(self) -> Facts:
         return Facts(self.intent, self._attempts(), tuple(self.evidence))
@@ -92,16 +97,27 @@ class _Operation:
         return Snapshot(lambda: Facts(intent, attempts, tuple(evidence[:count])))
 
     def _attempts(self) -> tuple[Attempt, ...]:
-        return tuple(self.attempts[n] for n in sorted(self.attempts))
+        return tuple(self.reports)
 
     def add_evidence(self, evidence: Evidence) -> None:
         kept = _kept(evidence)
         self.evidence.append(kept)
         self.summary.add_evidence(kept)
 
-    def put_attempt(self, attempt: Attempt) -> None:
-        self.attempts[attempt.number] = attempt
+    def put_attempt(self, attempt: Attempt) -> bool:
+        """Keep a report of `attempt` (store/reports.py); False for an identical repeat."""
+        kept = [a for a in self.reports if a.number == attempt.number]
+        attempt = reports.as_reported(kept, attempt)
+        if reports.repeats(kept, attempt):
+            return False
+        index = reports.opened(kept, attempt)
+        if index is None:
+            self.reports.append(attempt)
+        else:
+            self.reports[self.reports.index(kept[index])] = reports.completion(kept[index],
+                                                                               attempt)
         self.summary = summarize(self.facts())
+        return True
 
 
 def _free(expires: datetime | None, now: datetime) -> bool:
@@ -141,19 +157,10 @@ class MemoryStore:
     def record_attempt(self, attempt: Attempt, *, due_at: datetime | None = None) -> bool:
         with self._lock:
             op = self._require(attempt.operation_id)
-            existing = op.attempts.get(attempt.number)
-            if existing is not None and existing.same_facts(attempt):
+            if not op.put_attempt(attempt):
                 return False
-            if existing is None or completes(existing, attempt):
-                op.put_attempt(attempt if existing is None else replace(
-                    existing, outcome=attempt.outcome, status=attempt.status,
-                    receipt=attempt.receipt, completed_at=attempt.recorded_at))
-                _due_from(op.state, due_at or attempt.at)
-                return True
-        raise AttemptConflictError(
-            f"attempt {attempt.number} of {attempt.operation_id!r} is already recorded with "
-            "other facts; record the next attempt with the next number",
-            operation_id=attempt.operation_id)
+            _due_from(op.state, due_at or attempt.at)
+            return True
 
     def record_attempt_and_decide(self, attempt: Attempt, rule: Rule, now: datetime, *,
                                   due_at: datetime | None = None) -> tuple[bool, Decided]:

@@ -12,6 +12,7 @@ from reconciler.domain import (
     Approval,
     Attempt,
     Authority,
+    Carried,
     Effect,
     Evidence,
     Intent,
@@ -36,7 +37,20 @@ def intent_values(intent: Intent) -> dict[str, Any]:
         "action": intent.action, "effect": intent.effect.value, "at": intent.at,
         "run_id": intent.run_id, "tool_call_id": intent.tool_call_id,
         # Most intents carry none: the text json.dumps gives an empty dict, without its 2 us.
-        "correlation": json.dumps(dict(intent.correlation)) if intent.correlation else "{}"}
+        "correlation": json.dumps(dict(intent.correlation)) if intent.correlation else "{}",
+        "carries": carries_text(intent.carries)}
+
+
+def carries_text(carries: frozenset[Carried] | None) -> str | None:
+    """The `carries` column: the values sorted and comma-joined, "" for nothing carried, None
+    when the worker did not say (SPEC section 3 reads that as the recorded key alone)."""
+    return None if carries is None else ",".join(sorted(c.value for c in carries))
+
+
+def carries_of(text: str | None) -> frozenset[Carried] | None:
+    if text is None:
+        return None
+    return frozenset(Carried(value) for value in text.split(",") if value)
 
 
 def state_values(intent: Intent, verdict: Verdict, next_action: str) -> dict[str, Any]:
@@ -51,17 +65,20 @@ def intent_of(row: IntentRow | Row[Any]) -> Intent:
         operation_id=row.operation_id, request_hash=row.request_hash,
         idempotency_key=row.idempotency_key, provider=row.provider, action=row.action,
         effect=Effect(row.effect), at=row.at, run_id=row.run_id, tool_call_id=row.tool_call_id,
-        correlation=json.loads(row.correlation) if row.correlation != "{}" else {})
+        correlation=json.loads(row.correlation) if row.correlation != "{}" else {},
+        carries=carries_of(row.carries))
 
 
-def attempt_values(attempt: Attempt) -> dict[str, Any]:
+def attempt_values(attempt: Attempt, report: int = 0) -> dict[str, Any]:
+    """The row of `attempt` as its attempt's report number `report` (0: the first)."""
     return {
-        "operation_id": attempt.operation_id, "number": attempt.number,
+        "operation_id": attempt.operation_id, "number": attempt.number, "report": report,
         "idempotency_key": attempt.idempotency_key, "request_hash": attempt.request_hash,
         "at": attempt.at, "outcome": attempt.outcome.value, "status": attempt.status,
         "receipt_ref": attempt.receipt.provider_ref if attempt.receipt else None,
         "receipt_hash": attempt.receipt.request_hash if attempt.receipt else None,
-        "recorded_at": attempt.recorded_at, "completed_at": attempt.completed_at}
+        "recorded_at": attempt.recorded_at, "completed_at": attempt.completed_at,
+        "ungranted": attempt.ungranted}
 
 
 def attempt_of(row: AttemptRow | Row[Any]) -> Attempt:
@@ -70,7 +87,7 @@ def attempt_of(row: AttemptRow | Row[Any]) -> Attempt:
         request_hash=row.request_hash, at=row.at, outcome=Outcome(row.outcome),
         status=row.status,
         receipt=Match(row.receipt_ref, row.receipt_hash) if row.receipt_ref is not None else None,
-        recorded_at=row.recorded_at, completed_at=row.completed_at)
+        recorded_at=row.recorded_at, completed_at=row.completed_at, ungranted=row.ungranted)
 
 
 #: Every evidence column a kind may leave empty: each row names them all, so that every kind
@@ -140,7 +157,7 @@ def provider_row(contract: ProviderContract) -> ProviderRow:
         name=contract.name, idempotency_keys=contract.idempotency_keys,
         key_retention_s=contract.key_retention_s, visibility_lag_s=contract.visibility_lag_s,
         max_attempts=contract.max_attempts, reconcile_deadline_s=contract.reconcile_deadline_s,
-        compensable=contract.compensable)
+        compensable=contract.compensable, inflight_s=contract.inflight_s)
 
 
 def contract_of(row: ProviderRow | Row[Any]) -> ProviderContract:
@@ -148,4 +165,4 @@ def contract_of(row: ProviderRow | Row[Any]) -> ProviderContract:
         name=row.name, idempotency_keys=row.idempotency_keys,
         key_retention_s=row.key_retention_s, visibility_lag_s=row.visibility_lag_s,
         max_attempts=row.max_attempts, reconcile_deadline_s=row.reconcile_deadline_s,
-        compensable=row.compensable)
+        compensable=row.compensable, inflight_s=row.inflight_s)

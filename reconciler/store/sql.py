@@ -167,16 +167,18 @@ class SqlStore:
             self.commit(write, attempt.operation_id)
             return True, decided[0] if decided else None
         except IntegrityError as exc:
-            # No such operation, or the number is taken (a repeat, a conflict, a race lost to
-            # another first recording): read back to tell which, off the hot path.
+            # No such operation, or the number is taken (a repeat, a completion, another
+            # report of the attempt, a race lost to another first report): read back to tell
+            # which and keep it, off the hot path.
             created = self._settle_attempt(attempt, due, exc)
         return created, self.decide(attempt.operation_id, *deciding) if deciding else None
 
     def _settle_attempt(self, attempt: Attempt, due: dict[str, Any],
                         refused: IntegrityError) -> bool:
-        """After the attempt's insert was refused: `attempts.settle`, in the group committer's
-        transaction: on SQLite a write transaction of its own would wait for the write lock,
-        on the event loop when a route runs this there (service.wiring.Wiring.call)."""
+        """After the attempt's first-report insert was refused: `attempts.settle`, in the
+        group committer's transaction: on SQLite a write transaction of its own would wait for
+        the write lock, on the event loop when a route runs this there
+        (service.wiring.Wiring.call)."""
         settled: list[bool] = []
 
         def settle(conn: Connection) -> None:

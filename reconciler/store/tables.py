@@ -52,15 +52,27 @@ class IntentRow(SQLModel, table=True):
     run_id: str | None = Field(default=None, max_length=200)
     tool_call_id: str | None = Field(default=None, max_length=200)
     correlation: str = Field(default="{}", max_length=2000)
+    #: What the request carried to the provider (SPEC section 3): its `Carried` values, sorted
+    #: and comma-joined ("" for nothing); NULL when the worker did not say.
+    carries: str | None = Field(default=None, max_length=100)
 
 
 class AttemptRow(SQLModel, table=True):
+    """One row per report of an attempt (SPEC section 4: an outcome may be reported more than
+    once, and every report is kept); the reports of one attempt share its `number`. `id` is the
+    recorded order. A first report is `report` 0, so recording one is a single INSERT; one
+    refused there is another report of a recorded attempt, numbered on from the highest
+    (store/attempts.py)."""
+
     __tablename__ = "attempts"
-    __table_args__ = (UniqueConstraint("operation_id", "number", name="uq_attempts_op_number"),)
+    __table_args__ = (UniqueConstraint("operation_id", "number", "report",
+                                       name="uq_attempts_op_number_report"),)
 
     id: int | None = Field(default=None, primary_key=True)
     operation_id: str = Field(foreign_key="intents.operation_id", max_length=200, index=True)
     number: int
+    #: The report's place among its attempt's reports: 0 for the first.
+    report: int = 0
     idempotency_key: str | None = Field(default=None, max_length=255)
     request_hash: str = Field(max_length=80)
     at: datetime = _at(nullable=False)
@@ -72,6 +84,8 @@ class AttemptRow(SQLModel, table=True):
     recorded_at: datetime | None = _at(nullable=True)
     #: The sidecar's clock when the outcome of an attempt opened as dispatching came in.
     completed_at: datetime | None = _at(nullable=True)
+    #: A retry reported as sent without the retry gate's live grant (SPEC rule 6).
+    ungranted: bool = False
 
 
 class EvidenceRow(SQLModel, table=True):
@@ -110,6 +124,8 @@ class ProviderRow(SQLModel, table=True):
     max_attempts: int
     reconcile_deadline_s: float
     compensable: bool
+    #: How long after a dispatch the provider may still apply a request (SPEC section 4).
+    inflight_s: float = 60.0
 
 
 class StateRow(SQLModel, table=True):
