@@ -29,14 +29,27 @@ class AttemptConflictError(ReconcilerError):
 
 
 class RetryNotGrantedError(ReconcilerError):
-    """Attempt n>=2 without the unexpired retry grant for that number; ask /retry, do not send."""
+    """Attempt n>=2 without the live retry grant for that number: do not send; ask /retry.
+
+    Raised by the retry gate (an opening refused), and by the client when the sidecar answers
+    with the `retry-not-granted` problem type."""
 
     @classmethod
     def opening(cls, operation_id: str, number: int) -> RetryNotGrantedError:
         """Opening attempt `number` was refused: no grant for it is held by the caller."""
         return cls(f"attempt {number} of {operation_id!r} has no retry grant held by this "
-                   "caller (none asked, expired, or another's): do not send; ask /retry first "
-                   "(recorded as a refused retry)", operation_id=operation_id)
+                   "caller (none asked, expired, another's, or a wrong token): do not send; "
+                   "ask /retry first (recorded as a refused retry)", operation_id=operation_id)
+
+    @classmethod
+    def held(cls, operation_id: str, number: int, allowed: int | None) -> RetryNotGrantedError:
+        """The live grant's own holder was refused attempt `number`: it allows `allowed`, or
+        the verdict it rested on has changed."""
+        why = (f"it allows attempt {allowed} (a report sent without the grant took number "
+               f"{number})" if allowed != number else
+               "new evidence changed the verdict it rested on; ask /retry again")
+        return cls(f"attempt {number} of {operation_id!r} cannot be opened under this grant, "
+                   f"do not send it: {why}", operation_id=operation_id)
 
 
 class UnknownOperationError(ReconcilerError):

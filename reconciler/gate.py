@@ -9,9 +9,16 @@ the intent's, and the caller wins the retry lease, which exactly one caller hold
             │ as dispatching, then     │ holder must ask again before sending anything
             │ sends and completes it   │
 
-The grant names the attempt number it allows, and opening that attempt must present it
-(`record_attempt` with the holder): an expired or stolen grant cannot open attempt n+1, so two
-callers cannot both send it. A refused opening is kept as a refused retry.
+The grant names the attempt number it allows and carries a token, an unguessable random string
+whose hash alone the store keeps (reconciler/grants.py). Opening that attempt must present the
+holder and the token (`record_attempt`), and the verdict the grant rested on must still allow a
+retry: an expired grant, another caller's, a wrong or missing token, or one whose verdict new
+evidence changed cannot open attempt n+1, so two callers cannot both send it, and a refused
+caller is told not to send. A refused opening is kept as a refused retry.
+
+An attempt n >= 2 reported only after it was sent (one phase) is recorded all the same, never
+refused (it happened), marked `ungranted` when it was not sent under the live grant, and it
+does not take the real holder's grant away: the grant moves on to the next number.
 
 A caller that asks with another key or hash is refused and recorded as a refused retry, which the
 engine counts as unsafe (rule 2): the worker is about to send something the intent never covered.
@@ -19,12 +26,13 @@ engine counts as unsafe (rule 2): the worker is about to send something the inte
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
 from reconciler.domain import Attempt, Decision, Facts, Outcome, RefusedRetry, Verdict
 from reconciler.errors import RetryNotGrantedError
+from reconciler.grants import digest, held_by, new_token
 from reconciler.ledger import Ledger, Recorded
 from reconciler.ports import Leases
 
@@ -58,6 +66,8 @@ class GateAnswer:
     lease_expires_at: datetime | None = None
     #: The attempt number a grant allows.
     attempt: int | None = None
+    #: The grant's token, given to its holder only: present it when opening the attempt.
+    token: str | None = None
 
     @property
     def allowed(self) -> bool:
@@ -86,9 +96,10 @@ class RetryGate:
 
         # The judgement and the lease in one transaction: a grant is never given on a verdict
         # that evidence recorded in between has changed.
+        token = new_token()
         judgement, expires = self.ledger.judge_retry(
             self.leases, request.operation_id, request.holder, grantable, now,
-            self.lease_ttl_s)
+            self.lease_ttl_s, digest(token))
         intent = judgement.facts.intent
         if key != (intent.idempotency_key, intent.request_hash):
             judgement = self.ledger.record_evidence(RefusedRetry(
@@ -111,27 +122,60 @@ class RetryGate:
         number = grantable(judgement.facts, decision)
         return GateAnswer(GateResult.GRANTED, decision.verdict,
                           f"granted to {request.holder} for attempt {number}: record it (as "
-                          "dispatching, with this holder) and dispatch once, with the same key "
-                          "and parameters, before the lease expires", decision.findings,
-                          expires, number)
+                          "dispatching, with this holder and the grant's token) and dispatch "
+                          "once, with the same key and parameters, before the lease expires",
+                          decision.findings, expires, number, token)
 
-    def record_attempt(self, attempt: Attempt, holder: str | None, *,
+    def record_attempt(self, attempt: Attempt, holder: str | None, *, token: str | None = None,
                        stamped: bool = False) -> Recorded:
         """Record an attempt through the gate. Opening attempt n>=2 (outcome `dispatching`,
-        before anything is sent) needs the unexpired grant for number n held by `holder`:
-        RetryNotGrantedError otherwise (recorded as a refused retry), and the caller must not
-        send. A repeat, or the completion of an open attempt, needs none (the grant was checked
-        when it was opened); nor does an attempt reported only after the fact (one phase):
-        it was sent, and refusing it would lose the evidence (the rules judge it)."""
-        if attempt.number < 2 or attempt.outcome is not Outcome.DISPATCHING:
+        before anything is sent) needs the live grant for number n held by `holder`, with its
+        `token`, while the verdict still allows the retry: RetryNotGrantedError otherwise
+        (recorded as a refused retry), and the caller must not send. Its repeat needs the same.
+        The completion of an open attempt needs none (its opening was granted); nor does an
+        attempt reported only after the fact (one phase): it was sent, and refusing it would
+        lose the evidence. It is recorded `ungranted` when it was sent without the live grant,
+        and the holder's grant moves on to the next number.
+
+        `token` None: an in-process caller, bound by its holder id alone (the agent runtime's
+        never crosses a trust boundary). Over HTTP the token presented is always passed, ""
+        when none was (service/operations.py)."""
+        if attempt.number < 2:
             return self.ledger.record_attempt(attempt, stamped=stamped)
+        grant = None if token is None else digest(token)
+        if attempt.outcome is not Outcome.DISPATCHING:
+            attempt = self._as_reported(attempt, holder, grant)
         try:
-            # The grant checked in the transaction that records the attempt: no grant can
-            # lapse or pass to another caller between the check and the recording.
+            # The grant checked (or moved on) in the transaction that records the attempt: no
+            # grant can lapse or pass to another caller between the check and the recording.
             return self.ledger.record_attempt(attempt, stamped=stamped, granted_by=self.leases,
-                                              holder=holder)
+                                              holder=holder, grant=grant)
         except RetryNotGrantedError:
+            lease = self.leases.retry_lease(attempt.operation_id, self.ledger.clock())
+            if lease is not None and held_by(lease, holder, grant):
+                # The live holder itself: its number was taken by a report sent without the
+                # grant, or new evidence changed the verdict. Nothing unsafe was tried, and a
+                # refused retry on record would hide that verdict (rule 2 reads it as unsafe).
+                raise RetryNotGrantedError.held(attempt.operation_id, attempt.number,
+                                                lease.attempt) from None
             self.ledger.record_evidence(RefusedRetry(
                 attempt.operation_id, self.ledger.clock(), attempt.request_hash,
                 attempt.idempotency_key, holder or ""))
             raise
+
+    def _as_reported(self, attempt: Attempt, holder: str | None, grant: str | None) -> Attempt:
+        """A report of attempt n >= 2, `ungranted` when it is the first of its number and was
+        not made under the live grant for n (a report sent without one: SPEC rule 6). A further
+        report of a recorded attempt (a completion, a late answer) takes the first's mark, so
+        an identical repeat is still one. Read before the recording (off the hot path: only
+        retries come here); a grant lapsing in between only makes a report look granted."""
+        if attempt.outcome is Outcome.NOT_SENT:
+            return attempt  # nothing was sent: no grant was needed
+        kept = [a for a in self.ledger.store.facts(attempt.operation_id).attempts
+                if a.number == attempt.number]
+        if kept:
+            return replace(attempt, ungranted=kept[0].ungranted)
+        lease = self.leases.retry_lease(attempt.operation_id, self.ledger.clock())
+        sent_under = lease is not None and lease.attempt == attempt.number and held_by(
+            lease, holder, grant)
+        return replace(attempt, ungranted=not sent_under)

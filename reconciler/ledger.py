@@ -157,8 +157,8 @@ class Ledger:
         return Recorded(created, self.judge(intent.operation_id))
 
     def record_attempt(self, attempt: Attempt, *, stamped: bool = False,
-                       granted_by: Leases | None = None, holder: str | None = None
-                       ) -> Recorded:
+                       granted_by: Leases | None = None, holder: str | None = None,
+                       grant: str | None = None) -> Recorded:
         """Record a report of an attempt: every report is kept (SPEC section 4: a late answer
         after a timeout, two reports racing, another key or hash), and only an identical repeat
         of a report kept is not new; the completion of an attempt opened as dispatching fills
@@ -167,7 +167,8 @@ class Ledger:
         report of a recorded attempt then takes that attempt's dispatch time
         (store/reports.py), and a resend that differs only in its time is an identical repeat.
         With `granted_by`, a new attempt needs the retry grant for its number held by `holder`
-        (`Leases.record_granted_attempt`: RetryNotGrantedError otherwise)."""
+        (and `grant`, its token's hash, when given: `Leases.record_granted_attempt`:
+        RetryNotGrantedError otherwise)."""
         at = self.clock()
         attempt = replace(attempt, recorded_at=at, at=at if stamped else attempt.at)
         due_at = due_on_dispatch(attempt)
@@ -175,7 +176,8 @@ class Ledger:
         created, decided = (
             self.store.record_attempt_and_decide(attempt, _decided, at, due_at=due_at)
             if granted_by is None else
-            granted_by.record_granted_attempt(attempt, holder, _decided, at, due_at=due_at))
+            granted_by.record_granted_attempt(attempt, holder, _decided, at, due_at=due_at,
+                                              grant=grant))
         return Recorded(created, self._judged(decided, at))
 
     def record_evidence(self, evidence: Evidence) -> Judgement:
@@ -219,13 +221,13 @@ class Ledger:
         return self._judged(self.store.decide(operation_id, _decided, at), at)
 
     def judge_retry(self, leases: Leases, operation_id: str, holder: str,
-                    grantable: Grantable, now: datetime, ttl_s: float
-                    ) -> tuple[Judgement, datetime | None]:
+                    grantable: Grantable, now: datetime, ttl_s: float,
+                    grant: str | None = None) -> tuple[Judgement, datetime | None]:
         """Judge the operation and, when `grantable` gives an attempt number for that
         judgement, grant `holder` the retry lease for it (unless another caller holds it), in
         one transaction. The judgement, and the lease's expiry (None: not granted)."""
         decided, expires = leases.grant_retry(operation_id, holder, _decided, grantable, now,
-                                              ttl_s)
+                                              ttl_s, grant)
         return self._judged(decided, now), expires
 
     def _judged(self, decided: Decided, at: datetime) -> Judgement:

@@ -28,6 +28,7 @@ from reconciler.domain import (
     Snapshot,
     Verdict,
 )
+from reconciler.grants import Lease
 from reconciler.runs.events import EventKind, RunEvent, RunView
 from reconciler.summary import Summary
 from reconciler.verdicts import NextAction
@@ -287,9 +288,11 @@ class Leases(Protocol):
         ...
 
     def acquire_retry(self, operation_id: str, holder: str, now: datetime,
-                      ttl_s: float, attempt: int | None = None) -> datetime | None:
-        """Grant the retry lease to `holder`, for attempt number `attempt`; its expiry, or None
-        while another caller holds it. Asking again as the same holder renews the same lease."""
+                      ttl_s: float, attempt: int | None = None, grant: str | None = None
+                      ) -> datetime | None:
+        """Grant the retry lease to `holder`, for attempt number `attempt`, bound to `grant`
+        (the hash of its token, reconciler.grants); its expiry, or None while another caller
+        holds it. Asking again as the same holder renews the same lease, under the new grant."""
         ...
 
     def retry_grant(self, operation_id: str, now: datetime) -> tuple[str, int | None] | None:
@@ -297,20 +300,28 @@ class Leases(Protocol):
         allows; None when no lease runs."""
         ...
 
+    def retry_lease(self, operation_id: str, now: datetime) -> Lease | None:
+        """The operation's unexpired retry lease, with its grant's hash; None when none runs."""
+        ...
+
     def grant_retry(self, operation_id: str, holder: str, rule: Rule, grantable: Grantable,
-                    now: datetime, ttl_s: float) -> tuple[Decided, datetime | None]:
+                    now: datetime, ttl_s: float, grant: str | None = None
+                    ) -> tuple[Decided, datetime | None]:
         """In one transaction: decide as `Store.decide` does; then, when `grantable` gives an
         attempt number for that decision, `acquire_retry` for it. What decide answers, and
         the lease's expiry (None: not granted, or another caller holds the lease)."""
         ...
 
     def record_granted_attempt(self, attempt: Attempt, holder: str | None, rule: Rule,
-                               now: datetime, *, due_at: datetime | None = None
-                               ) -> tuple[bool, Decided]:
-        """In one transaction: unless its number is recorded already (a repeat, a completion),
-        `attempt` must be the one the unexpired retry lease held by `holder` allows
-        (RetryNotGrantedError otherwise, nothing recorded; UnknownOperationError without an
-        intent); then `Store.record_attempt_and_decide`, and what it answers."""
+                               now: datetime, *, due_at: datetime | None = None,
+                               grant: str | None = None) -> tuple[bool, Decided]:
+        """In one transaction: an opening (`dispatching`) must be the one the unexpired retry
+        lease held by `holder` (and `grant`, when given) allows, and, unless it is recorded
+        already (the holder's repeat), the decision drawn now must still allow a retry
+        (`grants.opening_allowed`: RetryNotGrantedError otherwise, nothing recorded;
+        UnknownOperationError without an intent). A report made without the lease that takes
+        the number it allows moves the lease on to the next (`grants.moves_grant`). Then
+        `Store.record_attempt_and_decide`, and what it answers."""
         ...
 
 

@@ -44,6 +44,8 @@ IDENT_PATTERN = r"^[A-Za-z0-9._:@/+=-]+$"
 Ident = Annotated[str, Field(min_length=1, max_length=200, pattern=IDENT_PATTERN)]
 Key = Annotated[str, Field(min_length=1, max_length=255), Storable]
 Name = Annotated[str, Field(min_length=1, max_length=100), Storable]
+#: A retry grant's token as handed out (reconciler/grants.py: URL-safe base64).
+GrantToken = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$")]
 Note = Annotated[str, Field(max_length=2000), Storable]
 #: What the store keeps of an intent's correlation (its JSON), at most.
 CORRELATION_CHARS = 2000
@@ -106,6 +108,9 @@ class AttemptIn(_In):
     receipt: MatchIn | None = None
     holder: Ident | None = Field(None, description="the retry grant's holder: opening attempt "
                                  "n>=2 as dispatching needs the grant for n")
+    grant: GrantToken | None = Field(None, description="the retry grant's token (RetryOut."
+                                     "grant): opening attempt n>=2 needs it; a report of n>=2 "
+                                     "made without it is recorded as ungranted")
 
     @model_validator(mode="after")
     def _status_with_response(self) -> AttemptIn:
@@ -256,6 +261,8 @@ class RetryOut(BaseModel):
     holder: str
     findings: list[str]
     attempt: int | None = Field(None, description="the attempt number a grant allows")
+    grant: str | None = Field(None, description="the grant's token, given to its holder only: "
+                              "present it (with the holder) when opening the attempt")
 
 
 class OperationSummaryOut(BaseModel):

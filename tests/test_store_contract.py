@@ -476,6 +476,7 @@ def test_a_retry_grant_is_given_with_the_decision_it_was_given_on(
 def test_an_opening_attempt_is_recorded_only_under_its_holders_unexpired_grant(
         store: Store, leases: Leases) -> None:
     dispatched(store, OP)
+    store.record_evidence(probe(3))  # verified_not_applied: what a grant rests on
     opening = replace(attempt(2, 5, Outcome.DISPATCHING), recorded_at=t(5))
 
     def refused(holder: str | None, now: datetime) -> None:
@@ -497,9 +498,12 @@ def test_an_opening_attempt_is_recorded_only_under_its_holders_unexpired_grant(
     created, now_decided = leases.record_granted_attempt(opening, "w2", decided, t(42))
     assert created is True and [a.number for a in now_decided.facts.attempts] == [1, 2]
     assert now_decided.decision == decide(summarize(store.facts(OP)), CONTRACT, t(42))
-    # Recorded once: its repeat and its completion need no grant, even a lapsed one's.
-    again, _ = leases.record_granted_attempt(opening, None, decided, t(100))
+    # Its repeat needs the same live grant (SPEC rule 6: a caller without it must not send);
+    # its completion needs none, even once the grant has lapsed.
+    again, _ = leases.record_granted_attempt(opening, "w2", decided, t(43))
     assert again is False
+    with pytest.raises(RetryNotGrantedError):
+        leases.record_granted_attempt(opening, None, decided, t(44))
     done = replace(attempt(2, 5, Outcome.RESPONSE, status=200), recorded_at=t(101))
     completed, then = leases.record_granted_attempt(done, "w9", decided, t(101))
     assert completed is True and then.facts.attempts[-1].outcome is Outcome.RESPONSE

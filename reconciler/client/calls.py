@@ -11,7 +11,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
-from reconciler.errors import ServiceError, UnknownOperationError
+from reconciler.errors import RetryNotGrantedError, ServiceError, UnknownOperationError
 from reconciler.schemas import (
     ApprovalIn,
     AttemptIn,
@@ -29,6 +29,8 @@ T = TypeVar("T")
 
 #: Retry answers that are refusals rather than errors (IETF Idempotency-Key draft statuses).
 REFUSAL_STATUSES = frozenset({409, 422})
+#: The problem type of an opening refused for want of the live retry grant: do not send.
+NOT_GRANTED = "https://reconciler.dev/problems/retry-not-granted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +88,13 @@ def _recorded(operation_id: str) -> Callable[[httpx.Response], Reply[OperationOu
         if response.is_success:
             return Reply(OperationOut.model_validate_json(response.content),
                             response.status_code == 201)
-        raise _problem(response, operation_id)
+        error = _problem(response, operation_id)
+        if error.problem.get("type") == NOT_GRANTED:
+            # Branch on the type, never the prose (RFC 9457): the sidecar refused to open the
+            # attempt, so nothing may be sent.
+            raise RetryNotGrantedError(str(error.problem.get("detail") or error),
+                                       operation_id=operation_id) from error
+        raise error
     return read
 
 

@@ -7,10 +7,11 @@
         response = effect.dispatch(send)          # attempt 2: the gate is asked first; a refusal
                                                   # raises RetryRefusedError and nothing is sent
 
-Each attempt has two phases: recorded as `dispatching` (with the retry grant's holder) before the
-first byte leaves, then completed with what came back, so a crash in between leaves the dispatch
-and its time on record. If the sidecar refuses the opening (the grant expired, or is another's),
-nothing is sent.
+Each attempt has two phases: recorded as `dispatching` (with the retry grant's holder and its
+token) before the first byte leaves, then completed with what came back, so a crash in between
+leaves the dispatch and its time on record. Nothing is sent without a live grant: if the sidecar
+refuses the opening (`retry-not-granted`: the grant expired, is another's, or new evidence
+changed its verdict), RetryRefusedError is raised and nothing is sent.
 
 Re-entering with an operation id that is already recorded (a worker restarted after a crash)
 counts as a retry from the first dispatch on: the crash may have come after the send and before
@@ -30,7 +31,7 @@ import httpx
 
 from reconciler.client.calls import Reply
 from reconciler.domain import Outcome
-from reconciler.errors import RetryRefusedError
+from reconciler.errors import RetryNotGrantedError, RetryRefusedError
 from reconciler.outcomes import outcome_of, status_of
 from reconciler.schemas import AttemptIn, IntentIn, MatchIn, OperationOut, RetryIn, RetryOut
 
@@ -79,6 +80,8 @@ class _Tracking:
         self.attempts = 0
         self.resumed = False
         self.last_answer: RetryOut | None = None
+        #: The token of the retry grant last given, presented when opening its attempt.
+        self.grant: str | None = None
 
     @property
     def operation_id(self) -> str:
@@ -103,13 +106,21 @@ class _Tracking:
                                     answer.findings)
         if answer.attempt is not None:
             self.attempts = answer.attempt - 1  # the number the grant allows comes next
+        self.grant = answer.grant
 
     def _opening(self, at: datetime) -> AttemptIn:
         """The next attempt, as recorded before it is sent."""
         self.attempts += 1
         return AttemptIn(attempt=self.attempts, idempotency_key=self.intent.idempotency_key,
                          request_hash=self.intent.request_hash, at=at,
-                         outcome=Outcome.DISPATCHING, holder=self.holder)
+                         outcome=Outcome.DISPATCHING, holder=self.holder,
+                         grant=self.grant)
+
+    def _refused(self, exc: RetryNotGrantedError) -> RetryRefusedError:
+        """The sidecar would not open the attempt: nothing was sent, nor may be."""
+        self.attempts -= 1
+        verdict = self.last_answer.verdict.value if self.last_answer else "unknown"
+        return RetryRefusedError(self.operation_id, verdict, str(exc))
 
     def _attempt(self, opening: AttemptIn, response: object | None,
                  error: BaseException | None) -> AttemptIn:
@@ -153,7 +164,10 @@ class TrackedEffect(_Tracking):
                 self.client.reconcile(self.operation_id)
             self._check(self.client.ask_retry(self.operation_id, self._retry_request()))
         opening = self._opening(datetime.now(UTC))
-        self.client.record_attempt(self.operation_id, opening)
+        try:
+            self.client.record_attempt(self.operation_id, opening)
+        except RetryNotGrantedError as exc:
+            raise self._refused(exc) from exc
         try:
             response = send()
         except Exception as exc:
@@ -187,7 +201,10 @@ class AsyncTrackedEffect(_Tracking):
                 await self.client.reconcile(self.operation_id)
             self._check(await self.client.ask_retry(self.operation_id, self._retry_request()))
         opening = self._opening(datetime.now(UTC))
-        await self.client.record_attempt(self.operation_id, opening)
+        try:
+            await self.client.record_attempt(self.operation_id, opening)
+        except RetryNotGrantedError as exc:
+            raise self._refused(exc) from exc
         try:
             response = await send()
         except Exception as exc:

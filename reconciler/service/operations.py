@@ -57,17 +57,15 @@ from reconciler.service.problems import (
     RECONCILE_IN_PROGRESS,
     RETRY_IN_PROGRESS,
     RETRY_MISMATCH,
+    RETRY_NOT_GRANTED,
     VALIDATION,
     ProblemError,
-    ProblemType,
     problem_responses,
 )
 from reconciler.service.views import retry_out, summary_out
 from reconciler.service.wiring import Wired, Wiring
 
 Fact = TypeVar("Fact")
-
-RETRY_NOT_GRANTED = ProblemType("retry-not-granted", 409, "No retry grant for this attempt")
 
 #: The routes under an operation: an id ending in `/<action>` could not be read back.
 ACTIONS = ("attempts", "evidence", "retry", "reconcile", "resolution", "approval")
@@ -170,15 +168,20 @@ async def get_operation(operation_id: OperationId, wiring: Wired,
 async def record_attempt(operation_id: OperationId, body: AttemptIn, wiring: Wired,
                          response: Response, caller: Worker) -> OperationOut:
     """Record one dispatch and what the caller saw of it. Two phases: `dispatching` before the
-    first byte leaves (attempt n>=2 presents its retry grant's `holder`), then the same attempt
-    with its outcome. An identical repeat is 200. Any other report of a recorded attempt (a
-    late answer after a timeout, two reports racing) is kept beside it, 201: never refused,
-    since a 2xx in any report is a success claim (SPEC section 4)."""
+    first byte leaves, then the same attempt with its outcome. Opening attempt n>=2 presents
+    its retry grant's `holder` and `grant` token, and is refused with 409 `retry-not-granted`
+    (do not send) without the live grant: none asked, expired, another's, or its verdict
+    changed since. An attempt n>=2 reported whole after it was sent is recorded all the same
+    (`ungranted` unless sent under the grant). An identical repeat is 200. Any other report
+    of a recorded attempt (a late answer after a timeout, two reports racing) is kept beside
+    it, 201: never refused, since a 2xx in any report is a success claim (SPEC section 4)."""
     attempt = Attempt(operation_id, body.attempt, body.idempotency_key, body.request_hash,
                       wiring.ledger.time_of(body.at, ahead_ok=True), body.outcome, body.status,
                       _match(body.receipt))
+    # Over HTTP a token is always checked: none presented is a wrong one, never the holder
+    # name alone (which a caller chooses, and another may guess).
     record = functools.partial(wiring.gate.record_attempt, holder=body.holder,
-                               stamped=body.at is None)
+                               token=body.grant or "", stamped=body.at is None)
     try:
         created, out = await wiring.call(_recorded, wiring, record, attempt)
     except RetryNotGrantedError as exc:

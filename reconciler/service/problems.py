@@ -60,6 +60,9 @@ INTENT_CONFLICT = ProblemType("intent-conflict", 409, "Operation id already reco
 ATTEMPT_CONFLICT = ProblemType("attempt-conflict", 409,
                                "Attempt number already recorded with other facts")
 RETRY_IN_PROGRESS = ProblemType("retry-in-progress", 409, "Another caller holds the retry lease")
+#: Opening attempt n>=2 without the live grant for it: the caller must not send (SPEC rule 6).
+RETRY_NOT_GRANTED = ProblemType("retry-not-granted", 409, "No retry grant for this attempt: "
+                                                      "do not send")
 RECONCILE_IN_PROGRESS = ProblemType("reconcile-in-progress", 409, "Another sweeper is probing this "
                                                            "operation")
 PAYLOAD_TOO_LARGE = ProblemType("payload-too-large", 413, "Request body too large")

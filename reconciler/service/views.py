@@ -90,7 +90,8 @@ def operation_out(judgement: Judgement, escalated: bool) -> OperationOut:
 def retry_out(answer: GateAnswer, holder: str) -> RetryOut:
     return RetryOut(allowed=answer.allowed, verdict=answer.verdict, reason=answer.reason,
                     lease_expires_at=answer.lease_expires_at, holder=holder,
-                    findings=list(answer.findings), attempt=answer.attempt)
+                    findings=list(answer.findings), attempt=answer.attempt,
+                    grant=answer.token)
 
 
 def summary_out(summary: OperationSummary) -> OperationSummaryOut:

@@ -3,7 +3,8 @@
 Two kinds of lease, both a holder and an expiry on the operation's state row:
 
 - the *probe lease*: one sweeper (thread or process) probes an operation at a time;
-- the *retry lease*: one caller holds the grant to retry an operation.
+- the *retry lease*: one caller holds the grant to retry an operation, for one attempt number,
+  bound to the hash of the grant's token (the token itself is the caller's, never stored).
 
     claim ───────────────── lease_expires_at ──────────────▶
       │ holder probes, then `conclude`  │ a crashed holder's lease lapses here;
@@ -23,12 +24,13 @@ import sqlalchemy
 from sqlalchemy import ColumnElement, Connection, Table, bindparam, case, func, or_, update
 from sqlmodel import col, select
 
-from reconciler.domain import Attempt, Intent
+from reconciler.domain import Attempt, Intent, Outcome
 from reconciler.errors import RetryNotGrantedError
+from reconciler.grants import Lease, moves_grant, opening_allowed
 from reconciler.ports import Conclusion, Decided, Grantable, Round, RoundRule, Rule
 from reconciler.store import decisions, rows
 from reconciler.store.attempts import ATTEMPT_NUMBERED
-from reconciler.store.decisions import decide_in
+from reconciler.store.decisions import Contracts, decide_in
 from reconciler.store.driver import DriverStatements
 from reconciler.store.rounds import conclude
 from reconciler.store.sql import SqlStore
@@ -44,12 +46,20 @@ _TAKE_RETRY = (update(_STATE)
                           _STATE.c.retry_holder == bindparam("holder")))
                .values(retry_holder=bindparam("holder"),
                        retry_lease_expires_at=bindparam("expires"),
-                       retry_attempt=bindparam("number")))
-_RETRY_GRANT = (sqlalchemy.select(_STATE.c.retry_holder, _STATE.c.retry_attempt)
+                       retry_attempt=bindparam("number"),
+                       retry_grant=bindparam("grant")))
+_RETRY_GRANT = (sqlalchemy.select(_STATE.c.retry_holder, _STATE.c.retry_attempt,
+                                  _STATE.c.retry_grant)
                 .where(_STATE.c.operation_id == bindparam("op"),
                        _STATE.c.retry_holder.is_not(None),
                        _STATE.c.retry_lease_expires_at >= bindparam("now")))
 _RETRY_GRANT_LOCKED = _RETRY_GRANT.with_for_update()
+#: An attempt reported without the grant took the number the grant allows: the holder's grant
+#: moves on to the next one (SPEC rule 6: a report never takes the real holder's grant away).
+_MOVE_GRANT = (update(_STATE)
+               .where(_STATE.c.operation_id == bindparam("op"),
+                      _STATE.c.retry_attempt == bindparam("number"))
+               .values(retry_attempt=bindparam("number") + 1))
 
 
 # A sweep's claim, in three statements built once (Core, not the ORM: a claim of 8 cost more in
@@ -69,37 +79,45 @@ _INTENTS = sqlalchemy.select(_INTENT).where(
 
 
 def _take_retry(conn: Connection, operation_id: str, holder: str, now: datetime,
-                expires: datetime, number: int | None) -> bool:
-    """The retry lease to `holder` for attempt `number`, unless another's runs: taken?"""
+                expires: datetime, number: int | None, grant: str | None) -> bool:
+    """The retry lease to `holder` for attempt `number` under the token hash `grant`, unless
+    another's runs: taken?"""
     # On the driver's cursor (store/driver.py): through `Connection.execute` this UPDATE cost
     # 18 us of CPU on SQLite, here 8 us (asked on every retry check).
     return DriverStatements.of(conn.dialect).execute(conn, _TAKE_RETRY, {
         "op": operation_id, "now": now, "holder": holder, "expires": expires,
-        "number": number}) == 1
+        "number": number, "grant": grant}) == 1
 
 
-def _grant_of(conn: Connection, operation_id: str, now: datetime, *, locked: bool = False
-              ) -> tuple[str, int | None] | None:
+def _lease_of(conn: Connection, operation_id: str, now: datetime, *, locked: bool = False
+              ) -> Lease | None:
     found = DriverStatements.of(conn.dialect).select(
         conn, _RETRY_GRANT_LOCKED if locked else _RETRY_GRANT, {"op": operation_id, "now": now})
-    return (found[0].retry_holder, found[0].retry_attempt) if found else None
+    return (Lease(found[0].retry_holder, found[0].retry_attempt, found[0].retry_grant)
+            if found else None)
 
 
-def _require_grant(conn: Connection, attempt: Attempt, holder: str | None,
-                   now: datetime) -> None:
-    """In the transaction recording `attempt`: RetryNotGrantedError unless its number is
-    recorded already or the unexpired retry lease is `holder`'s for that number. The lease is
+def _granted(conn: Connection, contracts: Contracts, attempt: Attempt, holder: str | None,
+             grant: str | None, rule: Rule, now: datetime) -> None:
+    """In the transaction recording `attempt`, before it: `opening_allowed` on the live lease,
     read locked (PostgreSQL; SQLite's write transaction excludes every other writer), so no
-    grant to another caller can come between this check and the commit of the attempt."""
+    grant to another caller can come between this check and the commit of the attempt; an
+    unrecorded opening is decided first (a grant lapses with the verdict it rests on). A report
+    `moves_grant`: the lease moves on past the number it took, in the same transaction."""
     operation_id = attempt.operation_id
-    if holder is not None and _grant_of(conn, operation_id, now, locked=True) == (
-            holder, attempt.number):
-        return
+    lease = _lease_of(conn, operation_id, now, locked=True)
     driver = DriverStatements.of(conn.dialect)
-    if driver.select(conn, ATTEMPT_NUMBERED, {"op": operation_id, "number": attempt.number}):
-        return  # a repeat, or the completion of the open attempt: its opening was granted
-    decisions.head(conn, operation_id)  # UnknownOperationError without an intent
-    raise RetryNotGrantedError.opening(operation_id, attempt.number)
+    recorded = bool(driver.select(conn, ATTEMPT_NUMBERED, {"op": operation_id,
+                                                           "number": attempt.number}))
+    if attempt.outcome is not Outcome.DISPATCHING:
+        if moves_grant(lease, attempt, holder, grant, recorded):
+            driver.execute(conn, _MOVE_GRANT, {"op": operation_id, "number": attempt.number})
+        return
+    decided = (None if recorded else
+               decide_in(conn, contracts, operation_id, rule, now, write=False)[0].decision)
+    if not opening_allowed(lease, attempt, holder, grant, recorded, decided):
+        decisions.head(conn, operation_id)  # UnknownOperationError without an intent
+        raise RetryNotGrantedError.opening(operation_id, attempt.number)
 
 
 def _free(expires: Any, now: datetime) -> ColumnElement[bool]:
@@ -168,17 +186,21 @@ class SqlLeases:
             return s.exec(query).one()
 
     def acquire_retry(self, operation_id: str, holder: str, now: datetime,
-                      ttl_s: float, attempt: int | None = None) -> datetime | None:
-        """Grant the retry lease to `holder`, for attempt number `attempt`; its expiry, or None
-        when another caller holds it. Asking again as the same holder renews the same lease."""
+                      ttl_s: float, attempt: int | None = None, grant: str | None = None
+                      ) -> datetime | None:
+        """Grant the retry lease to `holder`, for attempt number `attempt`, bound to the token
+        hash `grant`; its expiry, or None when another caller holds it. Asking again as the
+        same holder renews the same lease (under the new token)."""
         expires = now + timedelta(seconds=ttl_s)
         won: list[bool] = []
         self.store.commit([lambda conn: won.append(
-            _take_retry(conn, operation_id, holder, now, expires, attempt))], operation_id)
+            _take_retry(conn, operation_id, holder, now, expires, attempt, grant))],
+            operation_id)
         return expires if won[-1] else None
 
     def grant_retry(self, operation_id: str, holder: str, rule: Rule, grantable: Grantable,
-                    now: datetime, ttl_s: float) -> tuple[Decided, datetime | None]:
+                    now: datetime, ttl_s: float, grant: str | None = None
+                    ) -> tuple[Decided, datetime | None]:
         """Decide, and grant the lease when the decision allows it, in one transaction (shared
         with other writers' commits): the verdict the grant was given on is the one cached
         with it, and the check pays one commit instead of two."""
@@ -189,25 +211,33 @@ class SqlLeases:
             decided = decide_in(conn, self.store.contract_in, operation_id, rule, now)[0]
             number = grantable(decided.facts, decided.decision)
             won = number is not None and _take_retry(conn, operation_id, holder, now, expires,
-                                                     number)
+                                                     number, grant)
             answer[:] = [(decided, expires if won else None)]
 
         self.store.commit([ask], operation_id)
         return answer[0]
 
     def record_granted_attempt(self, attempt: Attempt, holder: str | None, rule: Rule,
-                               now: datetime, *, due_at: datetime | None = None
-                               ) -> tuple[bool, Decided]:
-        """The grant checked, the attempt recorded and the decision cached, in one transaction
-        (shared with other writers' commits): one commit, and no read transactions before it."""
+                               now: datetime, *, due_at: datetime | None = None,
+                               grant: str | None = None) -> tuple[bool, Decided]:
+        """The grant checked (or moved on by a report without it), the attempt recorded and
+        the decision cached, in one transaction (shared with other writers' commits): one
+        commit, and no read transactions before it."""
         return self.store.record_attempt_and_decide(
             attempt, rule, now, due_at=due_at,
-            guard=lambda conn: _require_grant(conn, attempt, holder, now))
+            guard=lambda conn: _granted(conn, self.store.contract_in, attempt, holder, grant,
+                                        rule, now))
 
     def retry_grant(self, operation_id: str, now: datetime) -> tuple[str, int | None] | None:
         """The holder of the operation's unexpired retry lease and the attempt it allows."""
         with self.store.reading() as conn:
-            return _grant_of(conn, operation_id, now)
+            lease = _lease_of(conn, operation_id, now)
+            return None if lease is None else (lease.holder, lease.attempt)
+
+    def retry_lease(self, operation_id: str, now: datetime) -> Lease | None:
+        """The operation's unexpired retry lease, with its token's hash."""
+        with self.store.reading() as conn:
+            return _lease_of(conn, operation_id, now)
 
     def _conditional_set(self, operation_id: str, now: datetime, expires: Any,
                          holder_column: Any, holder: str, **values: object) -> bool:

@@ -27,6 +27,7 @@ from reconciler.domain import (
     Intent,
     IntentConflict,
     Observation,
+    Outcome,
     ProviderContract,
     Snapshot,
     Verdict,
@@ -36,6 +37,7 @@ from reconciler.errors import (
     RetryNotGrantedError,
     UnknownOperationError,
 )
+from reconciler.grants import Lease, moves_grant, opening_allowed
 from reconciler.ports import (
     ERROR_CHARS,
     FIRST_DECISION,
@@ -70,6 +72,7 @@ class _State:
     retry_holder: str | None = None
     retry_lease_expires_at: datetime | None = None
     retry_attempt: int | None = None
+    retry_grant: str | None = None
 
 
 @dataclass(slots=True)
@@ -297,7 +300,8 @@ class MemoryStore:
             return min(due, default=None)
 
     def acquire_retry(self, operation_id: str, holder: str, now: datetime,
-                      ttl_s: float, attempt: int | None = None) -> datetime | None:
+                      ttl_s: float, attempt: int | None = None, grant: str | None = None
+                      ) -> datetime | None:
         with self._lock:
             op = self._operations.get(operation_id)
             if op is None or not (_free(op.state.retry_lease_expires_at, now)
@@ -305,34 +309,45 @@ class MemoryStore:
                 return None
             expires = now + timedelta(seconds=ttl_s)
             op.state.retry_holder, op.state.retry_lease_expires_at = holder, expires
-            op.state.retry_attempt = attempt
+            op.state.retry_attempt, op.state.retry_grant = attempt, grant
             return expires
 
     def grant_retry(self, operation_id: str, holder: str, rule: Rule, grantable: Grantable,
-                    now: datetime, ttl_s: float) -> tuple[Decided, datetime | None]:
+                    now: datetime, ttl_s: float, grant: str | None = None
+                    ) -> tuple[Decided, datetime | None]:
         with self._lock:
             decided = self.decide(operation_id, rule, now)
             number = grantable(decided.facts, decided.decision)
             return decided, None if number is None else self.acquire_retry(
-                operation_id, holder, now, ttl_s, number)
+                operation_id, holder, now, ttl_s, number, grant)
 
     def record_granted_attempt(self, attempt: Attempt, holder: str | None, rule: Rule,
-                               now: datetime, *, due_at: datetime | None = None
-                               ) -> tuple[bool, Decided]:
+                               now: datetime, *, due_at: datetime | None = None,
+                               grant: str | None = None) -> tuple[bool, Decided]:
+        # The same rules as the SQL store's guard (store/leases.py), under the one lock.
         with self._lock:
-            if attempt.number not in self._require(attempt.operation_id).attempts and (
-                    holder is None
-                    or self.retry_grant(attempt.operation_id, now) != (holder, attempt.number)):
+            op = self._require(attempt.operation_id)
+            lease = self.retry_lease(attempt.operation_id, now)
+            recorded = attempt.number in op.attempts
+            if attempt.outcome is not Outcome.DISPATCHING:
+                if moves_grant(lease, attempt, holder, grant, recorded):
+                    op.state.retry_attempt = attempt.number + 1
+            elif not opening_allowed(lease, attempt, holder, grant, recorded, None if recorded
+                                     else self.decide(attempt.operation_id, rule, now).decision):
                 raise RetryNotGrantedError.opening(attempt.operation_id, attempt.number)
             return self.record_attempt_and_decide(attempt, rule, now, due_at=due_at)
 
     def retry_grant(self, operation_id: str, now: datetime) -> tuple[str, int | None] | None:
+        lease = self.retry_lease(operation_id, now)
+        return None if lease is None else (lease.holder, lease.attempt)
+
+    def retry_lease(self, operation_id: str, now: datetime) -> Lease | None:
         with self._lock:
             op = self._operations.get(operation_id)
             if op is None or op.state.retry_holder is None or _free(
                     op.state.retry_lease_expires_at, now):
                 return None
-            return op.state.retry_holder, op.state.retry_attempt
+            return Lease(op.state.retry_holder, op.state.retry_attempt, op.state.retry_grant)
 
     # -- inside the lock ---------------------------------------------------------------------
 

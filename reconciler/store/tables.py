@@ -155,6 +155,8 @@ class StateRow(SQLModel, table=True):
     retry_lease_expires_at: datetime | None = _at(nullable=True)
     #: The attempt number the retry grant allows: the holder records it, nobody else.
     retry_attempt: int | None = None
+    #: The SHA-256 of the retry grant's token (never the token): opening needs the token.
+    retry_grant: str | None = Field(default=None, max_length=64)
     updated_at: datetime = _at(nullable=False)
 
 
