@@ -34,6 +34,7 @@ def sidecar(tmp_path: Path, sandbox: RunningSandbox) -> Iterator[str]:
 [providers.payments]
 idempotency_keys = true
 visibility_lag_s = 1
+inflight_s = 0
 [[providers.payments.probes]]
 use = "stripe.charges.list"
 base_url = "{sandbox.url}/pay"
