@@ -183,7 +183,7 @@ def probe_config(sandbox_url: str) -> dict[str, Any]:
         "max_attempts": CONTRACT.max_attempts,
         "reconcile_deadline_s": CONTRACT.reconcile_deadline_s,
         "visibility_lag_s": CONTRACT.visibility_lag_s,
-        "probes": [{"use": "http_json", "name": "sandbox.key_record",
+        "probes": [{"use": "http_json", "name": "sandbox.key_record", "actions": ["charge"],
                     "base_url": sandbox_url + "/pay",
                     "path": "/_sandbox/idempotency_keys/{idempotency_key}", "item": "",
                     "ref": "charge_id", "hash": "request_hash", "emit": "receipt",
@@ -203,6 +203,8 @@ def toml_config(sandbox_url: str, service: dict[str, object]) -> str:
             return "true" if v else "false"
         if isinstance(v, dict):
             return "{ " + ", ".join(f'"{k}" = {value(x)}' for k, x in v.items()) + " }"
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
         return f'"{v}"' if isinstance(v, str) else str(v)
 
     lines = ["[service]", *(f"{k} = {value(v)}" for k, v in service.items()), "",

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
 from reconciler.domain import Intent, Observation, Receipt
+from reconciler.sight import Sight
 
 
 def utc_now() -> datetime:
@@ -48,11 +49,23 @@ class Probe(Protocol):
     Returns an `Observation` (authority, matches, when, and an error when `unavailable`) or, for
     a lookup of the provider's own record of a key, a `Receipt`. It must not raise for provider
     trouble: an error is an `unavailable` observation, evidence of nothing.
+
+    `sight` says which actions' effects appear where it reads and what it finds them by (SPEC
+    section 3): an empty read of an operation it could not see proves no zero. A configured
+    probe's is set when it is built (`ProbeRegistry.build`: the configuration's `actions`, and
+    what its reads are derived to find effects by); a probe given in code declares its own.
     """
 
     name: str
+    sight: Sight
 
     def probe(self, target: ProbeTarget) -> Observation | Receipt: ...
+
+
+def sight_of(probe: Probe) -> Sight:
+    """The probe's sight; a probe that declares none covers none (SPEC section 3)."""
+    sight = getattr(probe, "sight", None)
+    return sight if isinstance(sight, Sight) else Sight()
 
 
 @runtime_checkable

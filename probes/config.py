@@ -6,6 +6,7 @@
     [[providers.stripe.probes]]
     use = "stripe.payment_intents.list"   # a registered probe name
     name = "stripe.list"                  # optional; the name evidence is recorded under
+    actions = ["payment_intents.create"]  # the actions whose effects it reads (none: none)
     base_url = "https://api.stripe.com"
     token_env = "STRIPE_SECRET_KEY"       # the variable's name: secrets never go in the file
 
@@ -13,6 +14,10 @@
 probes (a recipe's `least_lag_s`); a value below it is refused, since a zero read sooner than
 the provider documents could open a retry that duplicates the effect. Every error names the
 file and the provider, and never shows a secret's value.
+
+`actions`, in any probe's table whatever its `use`, names the actions whose effects appear where
+the probe reads (SPEC section 3, *scope*): an empty read of another action's operation proves
+no zero, and a probe that names none covers none.
 """
 
 from __future__ import annotations
@@ -109,11 +114,16 @@ def _probe(entry: Mapping[str, Any], env: Mapping[str, str], registry: ProbeRegi
            where: str) -> Probe:
     options = dict(entry)
     use, name = options.pop("use", None), options.pop("name", None)
+    actions = options.pop("actions", None)
     if not isinstance(use, str) or not use:
         raise ProbeConfigError(f"{where}: 'use' (the probe's registered name) is required")
     if name is not None and (not isinstance(name, str) or not name):
         raise ProbeConfigError(f"{where}: 'name' must be a non-empty string")
+    if actions is not None and not (isinstance(actions, list)
+                                    and all(isinstance(a, str) and a for a in actions)):
+        raise ProbeConfigError(f"{where}: 'actions' must be a list of action names (the "
+                               "actions whose effects this probe reads)")
     try:
-        return registry.build(use, options, env, name=name)
+        return registry.build(use, options, env, name=name, actions=actions)
     except ProbeConfigError as exc:
         raise ProbeConfigError(f"{where}: {exc}") from exc

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -33,6 +33,7 @@ from probes.matching import Extraction, FieldCheck, UnusableResponse
 from probes.options import Options
 from probes.templates import MissingValue, Template
 from reconciler.domain import Authority, Observation, Receipt
+from reconciler.sight import Sight
 
 #: Opens a client to the MCP server (an `mcp.Client`, not yet entered).
 Connect = Callable[[], Any]
@@ -52,6 +53,8 @@ class McpReadProbe:
     timeout_s: float = 10.0
     #: The longest list the tool answers in one call: a list that long may be cut.
     page_size: int | None = None
+    #: What it covers and finds effects by: set by the registry (probes/sight.py).
+    sight: Sight = field(default_factory=Sight)
 
     def probe(self, target: ProbeTarget) -> Observation | Receipt:
         try:

@@ -4,6 +4,10 @@ A third-party probe may raise, answer nonsense or hang despite the contract; the
 still get evidence it can trust, so such an answer becomes an `unavailable` observation (proves
 nothing) instead of an exception that stops a reconcile pass, a forged fact in the store, or a
 pass that never ends.
+
+It also holds each empty read to what the probe could see (`seen`, SPEC section 3): a zero from a
+probe that does not cover the operation's action, or that finds effects by something the request
+did not carry, is recorded as an `unavailable` observation saying so.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from datetime import datetime
 from functools import cache
 from typing import cast
 
-from probes.base import AsyncProbe, Probe, ProbeTarget, utc_now
+from probes.base import AsyncProbe, Probe, ProbeTarget, sight_of, utc_now
 from probes.loop import ProbeLoop
-from reconciler.domain import Authority, Observation, Receipt
+from reconciler.domain import Authority, Carried, Facts, Intent, Observation, Receipt
+from reconciler.sight import Blind, blind_error, blind_to
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +67,38 @@ def _held(probe: Probe, target: ProbeTarget, clock: Callable[[], datetime],
         return _unavailable(probe, target, clock, f"invalid probe result: {problem}")
     assert isinstance(result, Observation | Receipt)
     return result
+
+
+#: The authorities whose empty read is a zero (SPEC section 3).
+_ZEROS = frozenset({Authority.AUTHORITATIVE, Authority.LAGGING})
+
+
+def seen(probe: Probe, intent: Intent, answer: Observation | Receipt,
+         ref_returned: Callable[[], bool]) -> Observation | Receipt:
+    """`answer`, unless it is an empty read by a probe that could not have seen `intent`'s
+    effect (`blind_to`: scope or correlation): then the `unavailable` observation that stands
+    for it, whose error names the question (`blind_error`). A read with matches keeps its
+    authority, and a receipt stays a receipt. `ref_returned` says whether the provider returned
+    a reference for this operation; it is asked only of a probe that finds effects by one.
+    A `weak` zero is left as it is: it proves nothing already, and says so."""
+    if not isinstance(answer, Observation) or answer.matches or answer.error is not None \
+            or answer.authority not in _ZEROS:
+        return answer
+    sight = sight_of(probe)
+    blind = blind_to(sight, intent)
+    if blind is Blind.CORRELATION and Carried.PROVIDER_REF in sight.finds_by and ref_returned():
+        blind = None
+    if blind is None:
+        return answer
+    return Observation(answer.operation_id, answer.at, answer.probe, Authority.UNAVAILABLE,
+                       error=blind_error(blind, probe.name, intent))
+
+
+def ref_returned(facts: Facts) -> bool:
+    """The provider returned a reference for this operation: an attempt's receipt, or a
+    receipt (a replay, a lookup, a webhook) gave a `provider_ref`."""
+    return any(a.receipt is not None and a.receipt.provider_ref for a in facts.attempts) or any(
+        r.provider_ref for r in facts.of(Receipt))
 
 
 def run_probes(probes: Iterable[Probe], target: ProbeTarget,

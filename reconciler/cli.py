@@ -234,16 +234,18 @@ def check_config_command(
     operation_id: Annotated[str | None, typer.Option(
         help="The recorded operation --live probes for.")] = None,
     db: Annotated[str | None, typer.Option(
-        help="SQLAlchemy URL of the store holding --operation-id [env RECONCILER_DB]. Read "
-             "only: never migrated, a missing SQLite file is not created.",
+        help="SQLAlchemy URL of the store holding --operation-id [env RECONCILER_DB]; the "
+             "actions recorded in it are checked against the probes. Read only: never "
+             "migrated, a missing SQLite file is not created.",
         envvar="RECONCILER_DB")] = None,
 ) -> None:
     """Check a configuration file: every provider and probe is built as `serve` would build
     it, and each mistake is listed with its file and line (unknown probe names, bad options,
     unset credential variables, a [service] table `serve` would refuse). A provider without
-    probes is a warning. Exit 0: valid (warnings allowed); 1: errors (or, with --live, a
-    probe that could not read); 2: the check could not run (file unreadable, store or
-    operation missing)."""
+    probes is a warning. An action the agent's tools, an [mcp_proxy] table or the --db store
+    show that no probe covers is an error when it has side effects (SPEC section 3). Exit 0:
+    valid (warnings allowed); 1: errors (or, with --live, a probe that could not read); 2: the
+    check could not run (file unreadable, store or operation missing)."""
     from reconciler.configcheck import (
         EXIT_CANNOT_CHECK,
         EXIT_ERRORS,
@@ -256,22 +258,23 @@ def check_config_command(
     if live and not (operation_id and db):
         typer.echo("--live needs --operation-id and --db (or RECONCILER_DB)", err=True)
         raise typer.Exit(EXIT_CANNOT_CHECK)
+    store = None
     try:
-        report = check_config(file)
+        store = open_for_reading(db) if db else None
+        report = check_config(file, store=store)
         for problem in report.problems:
             typer.echo(str(problem))
         typer.echo(report.summary())
         if not live or report.errors:
             raise typer.Exit(EXIT_ERRORS if report.errors else 0)
-        assert operation_id is not None and db is not None
-        store = open_for_reading(db)
-        try:
-            readings = live_check(report, store, operation_id)
-        finally:
-            store.engine.dispose()
+        assert operation_id is not None and store is not None
+        readings = live_check(report, store, operation_id)
     except CannotCheckError as exc:
         typer.echo(f"cannot check: {exc}", err=True)
         raise typer.Exit(EXIT_CANNOT_CHECK) from None
+    finally:
+        if store is not None:
+            store.engine.dispose()
     rows = [
         [r.probe, r.authority, ", ".join(
             ref + (f" ({h})" if h else "") for ref, h in zip(r.refs, r.hashes, strict=True))

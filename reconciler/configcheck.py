@@ -4,8 +4,10 @@ It builds every provider and probe through `probes.config.parse_config` (the par
 uses), one provider and one probe at a time so that every mistake is reported, not only the
 first, each with the file and the line of its table. A provider without probes is a warning:
 its operations are decided only from evidence posted to the service, and escalate at their
-deadline. `live_check` then runs each probe of one recorded operation's provider once, and
-records nothing.
+deadline. Then whether the probes can see the actions the workers perform (SPEC section 3,
+`reconciler/configsight.py`): those of the agent `[service] agent` names, of an `[mcp_proxy]`
+table, and, given a store, every action recorded in it. `live_check` then runs each probe of
+one recorded operation's provider once, and records nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +26,15 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from probes.base import ProbeTarget
 from probes.config import ProviderSetup, parse_config
 from probes.errors import ProbeConfigError
+from probes.runner import ref_returned, seen
+from reconciler.configsight import (
+    SeenAction,
+    agent_actions,
+    proxy_actions,
+    recorded_actions,
+    sight_problems,
+    sightless,
+)
 from reconciler.domain import Observation, Receipt
 from reconciler.errors import ReconcilerError
 from reconciler.ports import Store
@@ -34,7 +45,7 @@ from reconciler.store.sql import SqlStore
 #: Exit codes: 0 valid (warnings allowed), 1 errors found, 2 the check could not run.
 EXIT_OK, EXIT_ERRORS, EXIT_CANNOT_CHECK = 0, 1, 2
 
-KNOWN_TABLES = frozenset({"service", "providers"})
+KNOWN_TABLES = frozenset({"service", "providers", "mcp_proxy"})
 
 
 class CannotCheckError(ReconcilerError):
@@ -105,8 +116,10 @@ class _Lines:
         return self.at(line or self.tables.get((provider, None)))
 
 
-def check_config(path: Path, env: Mapping[str, str] | None = None) -> ConfigReport:
-    """Every problem of the configuration at `path`; CannotCheckError if it cannot be read."""
+def check_config(path: Path, env: Mapping[str, str] | None = None,
+                 store: SqlStore | None = None) -> ConfigReport:
+    """Every problem of the configuration at `path`, the actions recorded in `store` checked
+    against its probes too; CannotCheckError if it cannot be read."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -121,9 +134,10 @@ def check_config(path: Path, env: Mapping[str, str] | None = None) -> ConfigRepo
     for key in sorted(set(data) - KNOWN_TABLES):
         report.problems.append(Problem("error", str(path), f"unknown top-level key {key!r}; "
                                        "the file holds [service] and [providers.*]"))
+    agent: str | None = None
     if "service" in data:
         try:
-            load_settings({"config": path}, env)
+            agent = load_settings({"config": path}, env).agent
         except SettingsError as exc:
             report.problems.append(Problem("error", lines.at(lines.service),
                                            str(exc).removeprefix(f"{path}: ")))
@@ -137,7 +151,43 @@ def check_config(path: Path, env: Mapping[str, str] | None = None) -> ConfigRepo
                                        "operation has probes or a contract"))
     for name, table in providers.items():
         _check_provider(report, lines, name, table, env)
+    _check_sight(report, lines, _actions(report, lines, data, agent, env, store),
+                 broken=set(providers) - set(report.providers))
     return report
+
+
+def _actions(report: ConfigReport, lines: _Lines, data: Mapping[str, Any], agent: str | None,
+             env: Mapping[str, str] | None, store: SqlStore | None) -> list[SeenAction]:
+    """The actions the workers perform, as far as this check can see them."""
+    actions: list[SeenAction] = []
+    if agent is not None:
+        try:
+            actions += agent_actions(agent, os.environ if env is None else env)
+        except Exception as exc:  # the user's module: any failure is a failure to list it
+            report.problems.append(Problem("warning", lines.at(lines.service), (
+                f"cannot list the agent's tools ({type(exc).__name__}: {exc}): its actions "
+                "are not checked against the probes")))
+    proxy = data.get("mcp_proxy")
+    if isinstance(proxy, Mapping):
+        actions += proxy_actions(proxy)
+    if store is not None:
+        try:
+            actions += recorded_actions(store)
+        except SQLAlchemyError as exc:
+            raise CannotCheckError(f"cannot read the store's actions: {exc}") from None
+    return actions
+
+
+def _check_sight(report: ConfigReport, lines: _Lines, actions: list[SeenAction],
+                 broken: set[str]) -> None:
+    """SPEC section 3 on the providers that built: probes that see nothing, actions no probe
+    sees (a provider with errors is left out: its mistakes are listed already)."""
+    found = sightless(report.providers) + sight_problems(
+        report.providers, [a for a in actions if a.provider not in broken])
+    for problem in found:
+        where = lines.of(problem.provider, problem.probe) \
+            if problem.provider in report.providers else str(report.path)
+        report.problems.append(Problem(problem.level, where, problem.message))
 
 
 def _check_provider(report: ConfigReport, lines: _Lines, name: str, table: Any,
@@ -222,9 +272,10 @@ def live_check(report: ConfigReport, store: Store, operation_id: str) -> list[Pr
     """Run each probe of the operation's provider once against its recorded intent. Nothing is
     recorded. CannotCheckError if the operation is unknown or its provider is not configured."""
     try:
-        intent = store.facts(operation_id).intent
+        facts = store.facts(operation_id)
     except (ReconcilerError, SQLAlchemyError) as exc:
         raise CannotCheckError(f"cannot read operation {operation_id!r}: {exc}") from None
+    intent = facts.intent
     setup = report.providers.get(intent.provider)
     if setup is None:
         raise CannotCheckError(
@@ -239,7 +290,9 @@ def live_check(report: ConfigReport, store: Store, operation_id: str) -> list[Pr
             readings.append(ProbeReading(probe.name, "raised", (), (),
                                          f"{type(exc).__name__}: {exc}"))
             continue
-        readings.append(_reading(probe.name, result))
+        # As the sweep would record it: an empty read by a probe blind to it proves nothing.
+        readings.append(_reading(probe.name, seen(probe, intent, result,
+                                                  lambda: ref_returned(facts))))
     return readings
 
 

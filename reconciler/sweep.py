@@ -7,7 +7,10 @@
 
 A sweeper only reads the provider (through probes) and writes evidence; it never dispatches or
 retries a side effect. A probe that raises, hangs past `probe_timeout_s` or returns something
-that is not evidence is recorded as an `unavailable` observation: evidence of nothing.
+that is not evidence is recorded as an `unavailable` observation: evidence of nothing. So is an
+empty read by a probe that could not have seen the operation's effect (SPEC section 3: it does
+not cover the action, or finds effects by something the request did not carry; `seen`), the
+sweep's and an on-demand reconcile's alike: both conclude their rounds in `_turn`.
 
 A pass keeps up to `concurrency` rounds in flight from one thread, the caller's. It hands each
 probe call to a daemon thread (`ProbeThreads`), cuts off the calls that overrun, and in each
@@ -33,7 +36,7 @@ from datetime import UTC, datetime
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from probes.base import Probe, ProbeTarget
-from probes.runner import ProbeThreads
+from probes.runner import ProbeThreads, ref_returned, seen
 from reconciler import metrics
 from reconciler.domain import Authority, Intent, Observation, Receipt
 from reconciler.ledger import Judgement, Ledger
@@ -55,6 +58,8 @@ class _InFlight:
     target: ProbeTarget
     probes: deque[Probe]
     evidence: list[Answer] = field(default_factory=list)
+    #: The probe of each answer in `evidence`, in the same order.
+    answered: list[Probe] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +132,7 @@ class _Calls:
         authority = result.authority.value if isinstance(result, Observation) else "receipt"
         metrics.PROBE_RESULTS.labels(name, authority).inc()
         call.rnd.evidence.append(result)
+        call.rnd.answered.append(call.probe)
         if not self.start(call.rnd):
             ended.append(call.rnd)
 
@@ -214,10 +220,25 @@ class Sweeper:
         """Conclude `rounds` (record, decide, schedule, release: each verdict decided once, on
         everything its round saw) and claim up to `claim` due operations, in one transaction."""
         judgements, intents, escalated = self.ledger.conclude(
-            self.leases, self.holder, [Round(r.intent, r.evidence) for r in rounds],
+            self.leases, self.holder, [Round(r.intent, self._seen(r)) for r in rounds],
             self.policy, claim=claim)
         metrics.ESCALATIONS.inc(escalated)
         return judgements, intents
+
+    def _seen(self, rnd: _InFlight) -> list[Answer]:
+        """The round's evidence, each empty read held to what its probe could see (`seen`).
+        Whether the provider returned a ref is asked of the store only for a probe that finds
+        effects by one, and only once per round; a receipt of this round counts."""
+        known: list[bool] = []
+
+        def returned() -> bool:
+            if not known:
+                known.append(any(isinstance(a, Receipt) for a in rnd.evidence)
+                             or ref_returned(self.ledger.store.facts(rnd.intent.operation_id)))
+            return known[0]
+
+        return [seen(probe, rnd.intent, answer, returned)
+                for probe, answer in zip(rnd.answered, rnd.evidence, strict=True)]
 
     def _abandon(self, operation_ids: Sequence[str]) -> None:
         """Release the leases of rounds that cannot conclude (the store failed, most likely:

@@ -15,12 +15,13 @@ from typing import Any
 from probes.base import Probe, ProbeTarget, utc_now
 from reconciler.client import ReconcilerClient
 from reconciler.client.effects import Recorder
-from reconciler.domain import Authority, Match, Observation, ProviderContract, Receipt
+from reconciler.domain import Authority, Carried, Match, Observation, ProviderContract, Receipt
 from reconciler.effect import current_call
 from reconciler.effect_backends import EmbeddedBackend
 from reconciler.ledger import Ledger
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings
+from reconciler.sight import Sight
 from reconciler.store.schema import open_store
 
 from service_harness import serving
@@ -78,6 +79,9 @@ class ChargesProbe:
 
     provider: Provider
     name: str = "ledger.charges"
+    #: It lists the charges made under a key: it finds a `charge` by the key the call sent.
+    sight: Sight = field(default_factory=lambda: Sight(frozenset({"charge"}),
+                                                       frozenset({Carried.IDEMPOTENCY_KEY})))
 
     def probe(self, target: ProbeTarget) -> Observation | Receipt:
         return Observation(target.operation_id, utc_now(), self.name, Authority.AUTHORITATIVE,

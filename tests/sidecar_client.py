@@ -19,10 +19,11 @@ from typing import Any
 import httpx
 
 from probes.base import Probe, ProbeTarget
-from reconciler.domain import Authority, Observation, ProviderContract, Receipt
+from reconciler.domain import Authority, Carried, Observation, ProviderContract, Receipt
 from reconciler.hashing import request_hash
 from reconciler.ledger import Ledger
 from reconciler.service import Settings, create_app
+from reconciler.sight import Sight
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
 
@@ -44,6 +45,8 @@ class ZeroProbe:
     has begun."""
 
     name = "zero"
+    #: It reads where `charge` operations' effects appear, by any identifier a request carries.
+    sight = Sight(frozenset({"charge"}), frozenset(Carried))
 
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s

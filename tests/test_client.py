@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from reconciler.client import AsyncReconcilerClient, ReconcilerClient, intent
-from reconciler.domain import Effect, Outcome, Verdict
+from reconciler.domain import Carried, Effect, Outcome, Verdict
 from reconciler.errors import RetryRefusedError, ServiceError, UnknownOperationError
 from reconciler.sandbox import RunningSandbox, running_sandbox
 from reconciler.schemas import AttemptOut, IntentIn, MatchIn
@@ -37,6 +37,7 @@ visibility_lag_s = 1
 inflight_s = 0
 [[providers.payments.probes]]
 use = "stripe.charges.list"
+actions = ["charge"]
 base_url = "{sandbox.url}/pay"
 auth = "none"
 tries = 1
@@ -68,8 +69,11 @@ def charges_made(sandbox: RunningSandbox, op: str) -> int:
 
 
 def payment(op: str, body: object) -> IntentIn:
+    # The body tags the charge with the operation id and the key goes with it: the intent says
+    # so, or the probe's empty read of it would prove nothing (SPEC section 3).
     return intent(op, provider="payments", action="charge", effect=Effect.NON_IDEMPOTENT,
-                  params=body, idempotency_key=f"key-{op}")
+                  params=body, idempotency_key=f"key-{op}").model_copy(
+        update={"carries": [Carried.IDEMPOTENCY_KEY, Carried.OPERATION_ID]})
 
 
 def test_a_tracked_call_records_the_intent_and_the_response(sidecar: str,

@@ -120,6 +120,7 @@ class World:
             recipe == "github.issues.list") else {}
         # A request budget of this test's own: budgets are shared by name across the process.
         return {"use": recipe, "base_url": self.sandbox.url + root, **READ_BOUNDS, **least,
+                "actions": [SHAPES[provider_of(recipe)].action],
                 **SANDBOX_OPTIONS[recipe.split(".")[0]], "budget": self.budget, **options}
 
     def probe_with(self, provider: str, *probes: Mapping[str, Any]) -> None:

@@ -15,6 +15,7 @@ from probes.base import ProbeTarget
 from reconciler.domain import (
     Attempt,
     Authority,
+    Carried,
     Effect,
     Intent,
     Match,
@@ -26,6 +27,7 @@ from reconciler.domain import (
 )
 from reconciler.ledger import Ledger
 from reconciler.schedule import SweepPolicy
+from reconciler.sight import Sight
 from reconciler.store.schema import leases_of
 from reconciler.sweep import Sweeper, sweep_periodically
 from reconciler.testing import ManualClock
@@ -33,13 +35,17 @@ from reconciler.testing import ManualClock
 from builders import H0, K0
 from stores import KINDS, opened
 
+#: A probe that reads where `charge` effects appear, by the key the intents carry.
+SEES_CHARGES = Sight(frozenset({"charge"}), frozenset({Carried.IDEMPOTENCY_KEY}))
+
 
 class FakeProbe:
     """A probe whose answer is a function of the target; counts its calls."""
 
     def __init__(self, answer: Callable[[ProbeTarget], Any], clock: ManualClock,
-                 name: str = "fake") -> None:
+                 name: str = "fake", sight: Sight = SEES_CHARGES) -> None:
         self.name, self.answer, self.clock, self.calls = name, answer, clock, 0
+        self.sight = sight
 
     def probe(self, target: ProbeTarget) -> Observation | Receipt:
         self.calls += 1

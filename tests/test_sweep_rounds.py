@@ -17,6 +17,7 @@ from reconciler import ledger as ledger_module
 from reconciler.domain import (
     Attempt,
     Authority,
+    Carried,
     Effect,
     Intent,
     Match,
@@ -28,6 +29,7 @@ from reconciler.domain import (
 )
 from reconciler.ledger import Ledger
 from reconciler.schedule import SweepPolicy
+from reconciler.sight import Sight
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
@@ -47,6 +49,8 @@ class Probe:
     """A probe answering `answer(target)`."""
 
     name = "fake"
+    #: It reads where `charge` effects appear, by the key the intents carry.
+    sight = Sight(frozenset({"charge"}), frozenset({Carried.IDEMPOTENCY_KEY}))
 
     def __init__(self, answer: Callable[[ProbeTarget], Observation | Receipt]) -> None:
         self.answer = answer

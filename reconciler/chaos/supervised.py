@@ -59,6 +59,8 @@ def _scalar(value: object) -> str:
         return repr(value)
     if isinstance(value, str):
         return json.dumps(value)  # a TOML basic string: JSON's escapes are TOML's
+    if isinstance(value, list):  # a probe's `actions`
+        return "[" + ", ".join(_scalar(item) for item in value) + "]"
     raise TypeError(f"no TOML for {value!r}")
 
 

@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 import httpx
 
 from probes.matching import dig
-from reconciler.domain import Attempt, Effect, Intent, Match, Outcome
+from reconciler.domain import Attempt, Carried, Effect, Intent, Match, Outcome
 from reconciler.hashing import canonical_json, derive_idempotency_key, request_hash
 
 #: Where a body template takes the operation id, which is what the provider keeps for probes.
@@ -111,9 +111,14 @@ def plan_intent(shape: Shape, operation_id: str, at: datetime, run_id: str) -> I
     """The intent for one tool call, to record before dispatch. The tool call id is the
     operation id, so the derived key is stable across restarts of the same run."""
     key = derive_idempotency_key(run_id, operation_id) if shape.keyed else None
+    # What the request carries that a probe can find it by (SPEC section 3): the key when one
+    # is sent, the operation id where the body attaches it (metadata, a marker).
+    tagged = OPERATION in repr(shape.body)
+    carries = frozenset({Carried.IDEMPOTENCY_KEY} if key else ()) | frozenset(
+        {Carried.OPERATION_ID} if tagged else ())
     return Intent(operation_id, request_hash(shape.params(operation_id)), key, shape.provider,
                   shape.action, shape.effect, at, run_id=run_id, tool_call_id=operation_id,
-                  correlation=dict(shape.correlation))
+                  correlation=dict(shape.correlation), carries=carries)
 
 
 def dispatch(http: httpx.Client, base_url: str, shape: Shape, intent: Intent, number: int,

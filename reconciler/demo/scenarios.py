@@ -52,6 +52,7 @@ def probe_config(sandbox_url: str) -> dict[str, Any]:
     return {"providers": {
         provider: {**contract, "max_attempts": 3, "reconcile_deadline_s": 60,
                    "probes": [{"use": use, "base_url": sandbox_url + SHAPES[provider].root,
+                               "actions": [SHAPES[provider].action],
                                **READ_BOUNDS, **ACCOUNTS.get(provider, {})}
                               for use in PROBES[provider]]}
         for provider, contract in CONTRACTS.items()}}

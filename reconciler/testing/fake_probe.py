@@ -8,6 +8,7 @@ from typing import TypeAlias
 
 from probes.base import ProbeTarget
 from reconciler.domain import Observation, Receipt
+from reconciler.sight import Sight
 
 #: One scripted answer: evidence to return, or an exception to raise (a probe breaking its
 #: contract, which the reconciler must turn into evidence of nothing).
@@ -24,14 +25,20 @@ class FakeProbe:
         FakeProbe(Observation("op-1", clock(), "fake", Authority.AUTHORITATIVE))
         FakeProbe(TimeoutError("provider hangs"), name="flaky")      # raises on every call
         FakeProbe(answer=lambda t: Observation(t.operation_id, clock(), "fake", ...))
+
+    `sight` is what it covers and finds effects by (SPEC section 3); by default nothing, so the
+    sweep records its empty answers as `unavailable`: give it the actions and identifiers of
+    the operations whose zeros it stands for, `Sight(frozenset({"charge"}),
+    frozenset({Carried.IDEMPOTENCY_KEY}))`.
     """
 
     def __init__(self, *script: Answer,
                  answer: Callable[[ProbeTarget], Observation | Receipt] | None = None,
-                 name: str = "fake") -> None:
+                 name: str = "fake", sight: Sight | None = None) -> None:
         if bool(script) == (answer is not None):
             raise ValueError("a FakeProbe takes scripted answers or an `answer` function")
         self.name = name
+        self.sight = sight or Sight()
         self.calls: list[ProbeTarget] = []
         self._script = list(script)
         self._answer = answer
