@@ -12,7 +12,7 @@ first send meets the fault the example is run with:
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from reconciler.domain import ProviderContract
 from reconciler.effect import current_call
 from reconciler.effect_backends import EmbeddedBackend
 from reconciler.integrations.tool_calls import ToolEffects
@@ -30,7 +31,10 @@ ARGUMENTS = {"order": "A-17", "amount": 1200}
 
 
 def charge_body(operation_id: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """The request a charge call sends; its hash is the intent's, which the sandbox echoes."""
+    """The request a charge call sends; its hash is the intent's, which the sandbox echoes.
+    The operation id goes where Stripe keeps metadata, `metadata[operation_id]`, the key the
+    `stripe.payment_intents.*` probes search and match by (probes/recipes/stripe.py): the
+    charge tool is declared `tagged`, so its intent says it carries the operation id."""
     return {"amount": arguments["amount"], "currency": "eur", "confirm": True,
             "payment_method": "pm_card_visa",
             "metadata": {"operation_id": operation_id, "order": arguments["order"]}}
@@ -51,6 +55,8 @@ class Payments:
         call = current_call()
         if call is None:
             raise RuntimeError("charge runs through the reconciler only")
+        # The operation id in the body's metadata (`tagged`), the key as Idempotency-Key
+        # (`keyed`): what the intent says the request carries.
         return self.send(charge_body(call.operation_id, {"order": order, "amount": amount}),
                          call.intent.idempotency_key)
 
@@ -78,16 +84,20 @@ class World:
 
 
 @contextmanager
-def sandbox_world(fault: str | None) -> Iterator[World]:
-    """A sandbox provider on a loopback port, and a store in a temporary folder."""
+def sandbox_world(fault: str | None, contracts: Sequence[ProviderContract] = ()
+                  ) -> Iterator[World]:
+    """A sandbox provider on a loopback port, and a store in a temporary folder (`contracts`
+    in place of the configuration's). The charge tool sends the key it is given and tags the
+    PaymentIntent with the operation id, and its `ToolEffects` says so."""
     with running_sandbox() as sandbox, tempfile.TemporaryDirectory() as folder:
         sandbox.state.configure(hold_s=2.0)  # a lost answer outlives the client's timeout
         config = Path(folder) / "reconciler.toml"
         config.write_text(CONFIG.read_text().replace("http://127.0.0.1:8081", sandbox.url))
-        with EmbeddedBackend(f"sqlite:///{folder}/receipts.db", config=config) as store:
+        with EmbeddedBackend(f"sqlite:///{folder}/receipts.db", config=config,
+                             contracts=contracts) as store:
             yield World(sandbox, Payments(sandbox.url, [fault] if fault else []),
-                        ToolEffects("stripe", backend=store,
-                                    requests={"charge": charge_body}))
+                        ToolEffects("stripe", backend=store, requests={"charge": charge_body},
+                                    keyed={"charge"}, tagged={"charge"}))
 
 
 @dataclass(frozen=True)

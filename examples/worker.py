@@ -11,8 +11,9 @@ STRIPE_SECRET_KEY to charge in Stripe's test mode instead):
     python examples/worker.py http://127.0.0.1:8765 http://127.0.0.1:8081/pay fail_before_commit
 
 The operation id goes into the PaymentIntent's `metadata[operation_id]`, which is how the
-`stripe.payment_intents.*` probes find it again, and the request hash into
-`metadata[request_hash]`, which binds what they find to this request (docs/probes.md).
+`stripe.payment_intents.*` probes find it again (probes/recipes/stripe.py), and the request hash
+into `metadata[request_hash]`, which binds what they find to this request (docs/probes.md). The
+intent says so (`carries`), and that the idempotency key it records is the one sent.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def charge_customer(sidecar: str, api_base: str | None, run_id: str, tool_call_i
                               "metadata": {"operation_id": operation_id}}
     operation = intent(operation_id, provider="stripe", action="payment_intents.create",
                        effect="idempotent_write", params=params, run_id=run_id,
-                       tool_call_id=tool_call_id, derive_key=True)
+                       tool_call_id=tool_call_id, derive_key=True,
+                       carries=["operation_id", "idempotency_key"])
     # The hash of the parameters above, attached so a probe's match is bound to this request.
     sent: PaymentIntentCreateParams = {
         "amount": 1200, "currency": "eur", "confirm": True, "payment_method": "pm_card_visa",

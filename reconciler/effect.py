@@ -22,6 +22,8 @@ import asyncio
 import contextvars
 import functools
 import inspect
+import logging
+import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,7 +31,7 @@ from typing import Any, Generic, ParamSpec, TypeAlias, TypeVar, overload
 
 from reconciler.client.effects import Recorder, default_holder
 from reconciler.client.http import ReconcilerClient
-from reconciler.domain import Effect, Outcome, Verdict
+from reconciler.domain import Carried, Effect, Outcome, Verdict
 from reconciler.effect_backends import EmbeddedBackend
 from reconciler.errors import RetryRefusedError, ServiceError
 from reconciler.hashing import request_hash
@@ -60,6 +62,8 @@ NEXT_STEP: Mapping[Verdict, str] = {
     Verdict.VERIFIED_APPLIED: "it is done: use the recorded outcome",
 }
 
+log = logging.getLogger(__name__)
+
 _default: Recorder | None = None
 _current: contextvars.ContextVar[EffectCall | None] = contextvars.ContextVar(
     "reconciler_effect_call", default=None)
@@ -67,8 +71,36 @@ _current: contextvars.ContextVar[EffectCall | None] = contextvars.ContextVar(
 
 def current_call() -> EffectCall | None:
     """The operation whose send is running now (in this thread or task), if any: how a
-    wrapped function reads the idempotency key it must send (`current_call().intent`)."""
+    wrapped function reads what it must send, the idempotency key (`.intent.idempotency_key`,
+    None when the call declared none) and the operation id to attach where the provider keeps
+    metadata (`.operation_id`, e.g. Stripe's `metadata[operation_id]`)."""
     return _current.get()
+
+
+def carried(key: str | None, tagged: bool) -> frozenset[Carried]:
+    """What a call's request carries to the provider that a probe can find its effect by
+    (SPEC section 3): the idempotency key when one is sent, the operation id when the call
+    attaches it to the provider's metadata."""
+    return frozenset(what for what, sent in ((Carried.IDEMPOTENCY_KEY, bool(key)),
+                                             (Carried.OPERATION_ID, tagged)) if sent)
+
+
+_unverifiable: set[tuple[str, str]] = set()
+_unverifiable_lock = threading.Lock()
+
+
+def warn_unverifiable(provider: str, action: str) -> None:
+    """Once per process and (provider, action): its calls carry nothing a probe can find them
+    by, so no read of the provider ever proves one was not applied."""
+    with _unverifiable_lock:
+        if (provider, action) in _unverifiable:
+            return
+        _unverifiable.add((provider, action))
+    log.warning(
+        "%s.%s sends the provider neither an idempotency key nor the operation id (declare "
+        "them: key= and tagged=, or ToolEffects keyed/tagged): no probe can verify its "
+        "effects, and a call whose answer is lost is never retried; it goes to a human",
+        provider, action)
 
 
 def use_backend(backend: Recorder | None) -> None:
@@ -130,6 +162,9 @@ class EffectCall:
         self.standing: OperationOut | None = None
         #: The outcome of this call's latest attempt, once it has made one.
         self.last_outcome: Outcome | None = None
+        #: The token of the retry grant the next send goes under (None: no grant), presented
+        #: with its report, or the attempt is recorded as sent without one (SPEC rule 6).
+        self.grant: str | None = None
 
     @property
     def operation_id(self) -> str:
@@ -144,6 +179,7 @@ class EffectCall:
     def gate(self) -> Applied | None:
         """Before a send: None to go ahead; Applied when it is done already; raises when the
         gate refuses. A first send of a new intent needs no grant."""
+        self.grant = None
         if self.attempts == 0 and not self.resumed:
             return None
         try:
@@ -159,6 +195,7 @@ class EffectCall:
                 raise RetryRefusedError(self.operation_id, answer.verdict.value,
                                         "the retry lease expired before dispatch; ask again",
                                         answer.findings)
+            self.grant = answer.grant
             return None
         if answer.verdict is Verdict.VERIFIED_APPLIED:
             refs = refs_of(self.standing) if self.standing else []
@@ -186,7 +223,7 @@ class EffectCall:
         self.last_outcome = outcome
         return AttemptIn(attempt=self.attempts, idempotency_key=self.intent.idempotency_key,
                          request_hash=self.intent.request_hash, at=at, outcome=outcome,
-                         status=status, receipt=receipt)
+                         status=status, receipt=receipt, holder=self.holder, grant=self.grant)
 
     def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T | Applied:
         """Send once through `fn` (asking the gate first on a repeat); record what happened."""
@@ -253,9 +290,10 @@ class EffectSite(Generic[R]):
                  classify: Classifier | None, receipt: ReceiptReader | None,
                  replay: Callable[[Applied], R] | None, holder: str | None,
                  run_id: Given[str | None], tool_call_id: Given[str | None],
-                 correlation: Given[Mapping[str, str]] | None) -> None:
+                 correlation: Given[Mapping[str, str]] | None, tagged: bool = False) -> None:
         self.provider, self.action, self.effect = provider, action, Effect(effect)
         self.operation_id, self.key, self.params = operation_id, key, params
+        self.tagged = tagged
         self.backend, self.classify, self.receipt = backend, classify, receipt
         self.replay, self.holder = replay, holder
         self.run_id, self.tool_call_id, self.correlation = run_id, tool_call_id, correlation
@@ -263,7 +301,9 @@ class EffectSite(Generic[R]):
     def intent(self, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None,
                fn: Callable[..., Any] | None = None) -> IntentIn:
         """The intent of one call: its id, key and hash from the configured values (or the
-        call's arguments); by default the hash covers every argument of the call."""
+        call's arguments); by default the hash covers every argument of the call. It says
+        what the request carries (`carried`); a call that carries nothing a probe can find is
+        warned about once (`warn_unverifiable`)."""
         kw = kwargs or {}
         key = _value(self.key, args, kw)
         operation_id = _value(self.operation_id, args, kw) if self.operation_id else key
@@ -278,11 +318,15 @@ class EffectSite(Generic[R]):
             params = dict(bound.arguments)
         else:
             raise ValueError("effect(...) as a context manager needs params=, the body to hash")
+        carries = carried(key, self.tagged)
+        if not carries:
+            warn_unverifiable(self.provider, self.action)
         return IntentIn(operation_id=operation_id, request_hash=request_hash(params),
                         idempotency_key=key, provider=self.provider, action=self.action,
                         effect=self.effect, run_id=_value(self.run_id, args, kw),
                         tool_call_id=_value(self.tool_call_id, args, kw),
-                        correlation=dict(_value(self.correlation, args, kw) or {}))
+                        correlation=dict(_value(self.correlation, args, kw) or {}),
+                        carries=sorted(carries))
 
     def _replayed(self, result: Any) -> Any:
         return self.replay(result) if isinstance(result, Applied) and self.replay else result
@@ -337,7 +381,8 @@ def effect(*, provider: str, action: str, effect: Effect | str = ...,
            classify: Classifier | None = ..., receipt: ReceiptReader | None = ...,
            replay: None = ..., holder: str | None = ..., run_id: Given[str | None] = ...,
            tool_call_id: Given[str | None] = ...,
-           correlation: Given[Mapping[str, str]] | None = ...) -> EffectSite[Applied]: ...
+           correlation: Given[Mapping[str, str]] | None = ...,
+           tagged: bool = ...) -> EffectSite[Applied]: ...
 
 
 @overload
@@ -347,7 +392,8 @@ def effect(*, provider: str, action: str, effect: Effect | str = ...,
            classify: Classifier | None = ..., receipt: ReceiptReader | None = ...,
            replay: Callable[[Applied], R], holder: str | None = ...,
            run_id: Given[str | None] = ..., tool_call_id: Given[str | None] = ...,
-           correlation: Given[Mapping[str, str]] | None = ...) -> EffectSite[R]: ...
+           correlation: Given[Mapping[str, str]] | None = ...,
+           tagged: bool = ...) -> EffectSite[R]: ...
 
 
 def effect(*, provider: str, action: str, effect: Effect | str = Effect.NON_IDEMPOTENT,
@@ -356,21 +402,26 @@ def effect(*, provider: str, action: str, effect: Effect | str = Effect.NON_IDEM
            classify: Classifier | None = None, receipt: ReceiptReader | None = None,
            replay: Callable[[Applied], Any] | None = None, holder: str | None = None,
            run_id: Given[str | None] = None, tool_call_id: Given[str | None] = None,
-           correlation: Given[Mapping[str, str]] | None = None) -> EffectSite[Any]:
+           correlation: Given[Mapping[str, str]] | None = None,
+           tagged: bool = False) -> EffectSite[Any]:
     """Track a side effect; see the module docstring and docs/effect.md.
 
     `operation_id`, `key`, `params`, `run_id`, `tool_call_id` and `correlation` are values, or
-    functions of the decorated call's arguments. `key` is the provider's idempotency key (and
-    the operation id when none is given); a retry grant needs one. `params` is what the
-    request hash covers (default: every argument). `classify` maps an exception the built-in
-    rules do not know to an outcome; `receipt` reads the provider's reference from a result;
-    `replay` turns an `Applied` answer into the function's own return type (e.g. a lookup
-    of the charge by `provider_ref`).
+    functions of the decorated call's arguments. `key` is the idempotency key the call sends
+    the provider (and the operation id when none is given); give none when it sends none: a
+    key recorded but not sent would let a probe's blind zero open a retry (SPEC section 3). A
+    retry grant needs one. `tagged`: the call attaches the operation id
+    (`current_call().operation_id`) where the provider keeps metadata, so a probe can find
+    its effect by it. `params` is what the request hash covers (default: every argument).
+    `classify` maps an exception the built-in rules do not know to an outcome; `receipt` reads
+    the provider's reference from a result; `replay` turns an `Applied` answer into the
+    function's own return type (e.g. a lookup of the charge by `provider_ref`).
     """
     return EffectSite(provider=provider, action=action, effect=effect,
                       operation_id=operation_id, key=key, params=params, backend=backend,
                       classify=classify, receipt=receipt, replay=replay, holder=holder,
-                      run_id=run_id, tool_call_id=tool_call_id, correlation=correlation)
+                      run_id=run_id, tool_call_id=tool_call_id, correlation=correlation,
+                      tagged=tagged)
 
 
 __all__ = [

@@ -58,17 +58,21 @@ class EmbeddedBackend:
         recorded = self.ledger.record_intent(Intent(
             intent.operation_id, intent.request_hash, intent.idempotency_key, intent.provider,
             intent.action, intent.effect, self.ledger.clock(), intent.run_id,
-            intent.tool_call_id, dict(intent.correlation)))
+            intent.tool_call_id, dict(intent.correlation),
+            None if intent.carries is None else frozenset(intent.carries)))
         return Reply(self._out(recorded.judgement), recorded.created)
 
     def record_attempt(self, operation_id: str, attempt: AttemptIn) -> Reply[OperationOut]:
         # The dispatch time the caller measured, as the sidecar keeps it (one clock here).
         at = attempt.at.astimezone(UTC) if attempt.at else self.ledger.clock()
         receipt = attempt.receipt
-        recorded = self.ledger.record_attempt(Attempt(
+        # Through the gate, as the sidecar records it: a retry reported with its grant's
+        # holder and token was sent under the grant, one without was not (SPEC rule 6).
+        recorded = self.gate.record_attempt(Attempt(
             operation_id, attempt.attempt, attempt.idempotency_key, attempt.request_hash, at,
             attempt.outcome, attempt.status,
-            Match(receipt.provider_ref, receipt.request_hash) if receipt else None))
+            Match(receipt.provider_ref, receipt.request_hash) if receipt else None),
+            attempt.holder, token=attempt.grant or "")
         return Reply(self._out(recorded.judgement), recorded.created)
 
     def reconcile(self, operation_id: str) -> OperationOut:

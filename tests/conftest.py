@@ -153,8 +153,9 @@ def store(request: pytest.FixtureRequest, provider: Provider,
 
 @pytest.fixture
 def effects(store: Recorder) -> ToolEffects:
-    """The gate an adapter's tool calls go through, recording into `store`."""
-    return ToolEffects(PROVIDER, backend=store)
+    """The gate an adapter's tool calls go through, recording into `store`; the harness's
+    charge tool sends the key it is given (`keyed`)."""
+    return ToolEffects(PROVIDER, backend=store, keyed={"charge"})
 
 
 @pytest.fixture

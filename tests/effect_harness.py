@@ -27,7 +27,10 @@ from reconciler.store.schema import open_store
 from service_harness import serving
 
 PROVIDER = "ledger"
-CONTRACT = ProviderContract(PROVIDER, idempotency_keys=True, visibility_lag_s=0.0)
+#: This provider is never still applying a request when its caller stops waiting (a lost
+#: answer comes after the charge, a failed send charges nothing): nothing is in flight.
+CONTRACT = ProviderContract(PROVIDER, idempotency_keys=True, visibility_lag_s=0.0,
+                            inflight_s=0.0)
 
 
 class Lost(TimeoutError):

@@ -180,7 +180,7 @@ class Worker:
 
     def effects(self) -> ToolEffects:
         return ToolEffects(PROVIDER, backend=self.backend, requests={"charge": charge_body},
-                           holder=self.holder)
+                           holder=self.holder, keyed={"charge"}, tagged={"charge"})
 
 
 @dataclass(frozen=True)
@@ -223,7 +223,8 @@ def drive_effect(worker: Worker) -> list[str]:
     body = effect_body(worker.run_id)
 
     @effect(provider=PROVIDER, action="payment_intents.create", operation_id=worker.run_id,
-            key=worker.run_id, params=body, backend=worker.backend, holder=worker.holder)
+            key=worker.run_id, params=body, backend=worker.backend, holder=worker.holder,
+            tagged=True)
     def charge() -> dict[str, Any]:
         return worker.payments.send(body, worker.run_id)
 
@@ -263,8 +264,10 @@ def work(job: Job) -> None:
     """The forked worker's whole life: the run, its tool results written to `job.out`."""
     plan = job.plan
     hook = plan.hook() if plan else no_hook
+    # The worker sends the key its intents record (a key recorded and not sent would be a
+    # false statement of the intent, SPEC section 3; a retry grant needs one, SPEC rule 6).
     payments = Payments(job.sandbox_url, [plan.fault] if plan and plan.fault else [],
-                        keyed=False,
+                        keyed=True,
                         http=httpx.Client(timeout=1.0, transport=KillingTransport(hook)))
     configured = load_providers(job.config)
     probes: dict[str, Sequence[Probe]] = {}

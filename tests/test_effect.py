@@ -159,7 +159,10 @@ def test_a_repeat_after_a_failed_send_is_granted_and_charges_once(
         charge("4", 1200)
     assert charge("4", 1200) == {"id": "ch_1", "amount": 1200}
     assert provider.refs("order-4") == ["ch_1"]
-    assert [a.attempt for a in operation(store, "order-4").attempts] == [1, 2]
+    done = operation(store, "order-4")
+    assert [a.attempt for a in done.attempts] == [1, 2]
+    # Reported with its grant's holder and token: sent under the grant, not a blind retry.
+    assert done.verdict is Verdict.VERIFIED_APPLIED, done.findings
 
 
 def test_a_refused_retry_raises_with_the_verdict_and_what_to_do(tmp_path: Path) -> None:

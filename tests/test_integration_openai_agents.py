@@ -81,7 +81,7 @@ def test_a_repeat_only_a_human_can_settle_pauses_for_approval(tmp_path: Path) ->
     so the model's retry waits for a human (the SDK's approval), who settles it."""
     provider = Provider(faults=["lose_response"])
     with EmbeddedBackend(f"sqlite:///{tmp_path / 'r.db'}", contracts=[CONTRACT]) as store:
-        effects = ToolEffects(PROVIDER, backend=store)
+        effects = ToolEffects(PROVIDER, backend=store, keyed={"charge"})
         agent = Agent(name="billing", model=charging_twice(), tools=[
             reconciled_tool(function_tool(charge_tool(provider)), effects, approvals=True)])
         paused = Runner.run_sync(agent, "charge order A-17", context={"run_id": "run-4"},

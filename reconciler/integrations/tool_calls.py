@@ -12,7 +12,7 @@ operation; a model that means a second charge says so in the arguments (an order
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -34,8 +34,9 @@ T = TypeVar("T")
 
 
 def tool_operation(scope: str, tool: str, arguments: Mapping[str, Any]) -> str:
-    """The operation id (and idempotency key) of a tool call: unambiguous in (scope, tool,
-    arguments), since the three are hashed as one JSON document, and stable across restarts."""
+    """The operation id (and idempotency key, for a tool that sends one) of a tool call:
+    unambiguous in (scope, tool, arguments), since the three are hashed as one JSON document,
+    and stable across restarts."""
     digest = request_hash({"scope": scope, "tool": tool, "arguments": dict(arguments)})
     return f"tool.{tool[:60]}.{digest.removeprefix('sha256:')[:40]}"
 
@@ -75,6 +76,12 @@ def told(tool: str, call: EffectCall, failure: BaseException | None) -> ToolOutc
         text = (f"{tool}: done{_ref(call)}. {why[0].upper()}{why[1:]}. "
                 f"Do not call {tool} again for this.")
         return ToolOutcome(tool, call.operation_id, verdict, text)
+    if verdict is Verdict.VERIFIED_NOT_APPLIED and call.intent.idempotency_key is None:
+        # The gate grants no retry without a key (SPEC rule 6): "call again" would be refused.
+        return ToolOutcome(tool, call.operation_id, verdict, (
+            f"{tool}: not done: {lost or 'the call failed'} and the provider shows no effect, "
+            f"but {tool} sends the provider no idempotency key, so it is not sent again: a "
+            f"human decides. Do not call {tool} again with these arguments."))
     if verdict is Verdict.VERIFIED_NOT_APPLIED:
         return ToolOutcome(tool, call.operation_id, verdict, (
             f"{tool}: not done: {lost or 'the call failed'} and the provider shows no effect. "
@@ -117,6 +124,16 @@ class ToolEffects:
     #: worker then renews a retry grant its killed predecessor held, instead of waiting out
     #: the grant's lease.
     holder: str | None = None
+    #: The tools that send the provider an idempotency key: the one the call is given
+    #: (`current_call().intent.idempotency_key`, the operation id). Any other tool's intent
+    #: records no key: a key recorded but not sent is a false statement of the intent (SPEC
+    #: section 3), and a null key never gets a retry grant (SPEC section 4, rule 6).
+    keyed: Collection[str] = frozenset()
+    #: The tools that attach the operation id (`current_call().operation_id`) where the
+    #: provider keeps metadata (Stripe's `metadata[operation_id]`), so that a probe can find
+    #: their effects by it. A tool neither keyed nor tagged carries nothing a probe can find:
+    #: it is warned about once, and its calls whose answer was lost go to a human.
+    tagged: Collection[str] = frozenset()
 
     def effect_of(self, tool: str) -> Effect:
         return Effect(self.effects.get(tool, self.default))
@@ -125,7 +142,8 @@ class ToolEffects:
         operation_id = tool_operation(scope, tool, arguments)
         request = self.requests.get(tool)
         return effect(provider=self.provider, action=self.actions.get(tool, tool),
-                      effect=self.effect_of(tool), operation_id=operation_id, key=operation_id,
+                      effect=self.effect_of(tool), operation_id=operation_id,
+                      key=operation_id if tool in self.keyed else None, tagged=tool in self.tagged,
                       params=request(operation_id, arguments) if request else dict(arguments),
                       backend=self.backend, classify=self.classify,
                       receipt=self.receipt, run_id=scope, holder=self.holder,
