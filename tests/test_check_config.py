@@ -175,3 +175,115 @@ def test_live_never_creates_a_store(tmp_path: Path) -> None:
                         f"sqlite:///{tmp_path / 'nowhere.db'}")
     assert code == 2 and "no store at" in lines[-1]
     assert not (tmp_path / "nowhere.db").exists()
+
+
+# --- can the probes see the actions? (SPEC section 3) -----------------------------------------
+
+def recorded(tmp_path: Path, *intents: Intent) -> str:
+    url = f"sqlite:///{tmp_path / 'recorded.db'}"
+    store = open_store(url)
+    for intent in intents:
+        store.record_intent(intent)
+    store.engine.dispose()
+    return url
+
+
+def charge(op: str, provider: str = "payments", action: str = "charge", key: str | None = K0,
+           carries: frozenset[Carried] | None = None) -> Intent:
+    return Intent(op, H0, key, provider, action, Effect.NON_IDEMPOTENT, datetime.now(UTC),
+                  carries=carries)
+
+
+def test_a_side_effecting_action_no_probe_covers_is_an_error(tmp_path: Path) -> None:
+    url = recorded(tmp_path, charge("op-1", carries=frozenset({Carried.OPERATION_ID})),
+                   charge("op-2", action="refund"), charge("op-3", provider="fax"))
+    code, lines = check(CONFIGS / "valid.toml", "--db", url,
+                        env={"CHECK_CONFIG_PAYMENTS_KEY": "k"})
+    assert code == 1
+    where = str(CONFIGS / "valid.toml")
+    assert f"{where}:4: error: action 'refund' of provider 'payments' (non_idempotent, " \
+           "recorded in the store) is covered by no probe: no read proves it was not " \
+           "applied, so a lost answer is never retried and goes to a human; name it in the " \
+           "`actions` of a probe that reads where its effects appear" in lines
+    assert any(line.startswith(f"{where}: error: action 'charge' of provider 'fax' ")
+               for line in lines)
+    assert lines[-1].endswith("2 error(s), 1 warning(s)")  # op-1's charge is seen
+
+
+def test_a_probe_that_finds_effects_by_nothing_the_action_carries_is_an_error(
+        tmp_path: Path) -> None:
+    # A keyless charge that does not put the operation id in the metadata: the probe, which
+    # matches metadata.operation_id, would read an empty list as a zero (the field trial).
+    url = recorded(tmp_path, charge("op-1", key=None))
+    code, lines = check(CONFIGS / "valid.toml", "--db", url,
+                        env={"CHECK_CONFIG_PAYMENTS_KEY": "k"})
+    assert code == 1
+    assert f"{CONFIGS / 'valid.toml'}:8: error: probe 'payments.lookup' covers action " \
+           "'charge' of provider 'payments' (non_idempotent, recorded in the store) but finds " \
+           "effects by operation_id, and its requests carry nothing: its empty reads prove " \
+           "nothing (attach the operation id where the provider keeps metadata, or send the " \
+           "key, and say so in `carries`)" in lines
+
+
+def test_the_agents_tools_are_checked_against_the_probes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = f"sight_agent_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text('''
+from reconciler.domain import Effect
+from reconciler.runs.messages import ToolSpec
+from reconciler.runtime.agent import Agent
+from reconciler.runtime.scripted import ScriptedModel
+from reconciler.runtime.tools import Tool, ToolOutput
+
+async def handler(call):
+    return ToolOutput("ok")
+
+def tool(name, effect, action):
+    return Tool(ToolSpec(name, name, {"type": "object"}), effect, handler,
+                provider="payments", action=action, uses_key=True)
+
+agent = Agent(ScriptedModel([]), [tool("charge", Effect.NON_IDEMPOTENT, "charge"),
+                                  tool("refund", Effect.IDEMPOTENT_WRITE, "refunds.create"),
+                                  tool("look", Effect.READ_ONLY, None)])
+''', encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = tmp_path / "reconciler.toml"
+    config.write_text((CONFIGS / "valid.toml").read_text(encoding="utf-8").replace(
+        "sweep_interval_s = 2", f'sweep_interval_s = 2\nagent = "{module}:agent"'))
+    code, lines = check(config, env={"CHECK_CONFIG_PAYMENTS_KEY": "k"})
+    assert code == 1
+    errors = [line for line in lines if ": error: " in line]
+    # charge: covered, but the probe finds by the operation id and the tool sends the key only.
+    assert len(errors) == 2
+    assert errors[0].split(": error: ")[1].startswith(
+        "probe 'payments.lookup' covers action 'charge' of provider 'payments' "
+        "(non_idempotent, agent tool 'charge') but finds effects by operation_id, and its "
+        "requests carry idempotency_key")
+    assert errors[1].split(": error: ")[1].startswith(
+        "action 'refunds.create' of provider 'payments' (idempotent_write, agent tool "
+        "'refund') is covered by no probe")
+
+
+def test_an_mcp_proxy_tables_tools_are_checked_against_the_probes(tmp_path: Path) -> None:
+    config = tmp_path / "proxy.toml"
+    config.write_text((CONFIGS / "valid.toml").read_text(encoding="utf-8") + '''
+[mcp_proxy]
+provider = "payments"
+[mcp_proxy.tools.send_money]
+effect = "non_idempotent"
+action = "transfer"
+''')
+    code, lines = check(config, env={"CHECK_CONFIG_PAYMENTS_KEY": "k"})
+    assert code == 1
+    assert any("error: action 'transfer' of provider 'payments' (non_idempotent, "
+               "[mcp_proxy.tools.send_money]) is covered by no probe" in line for line in lines)
+
+
+def test_a_probe_that_names_no_actions_is_warned_about(tmp_path: Path) -> None:
+    config = tmp_path / "reconciler.toml"
+    config.write_text((CONFIGS / "valid.toml").read_text(encoding="utf-8").replace(
+        'actions = ["charge"]\n', ""))
+    code, lines = check(config, env={"CHECK_CONFIG_PAYMENTS_KEY": "k"})
+    assert code == 0
+    assert f"{config}:8: warning: probe 'payments.lookup' names no `actions`: it covers " \
+           "none, and its empty reads prove nothing (SPEC section 3)" in lines

@@ -9,9 +9,11 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
+import stripe
 
 from probes.config import parse_config
 from probes.errors import ProbeConfigError
@@ -20,6 +22,7 @@ from probes.mcp_read import mcp_read
 from probes.recipes import RECIPES, recipe_factory
 from probes.registry import ProbeRegistry
 from probes.runner import ref_returned, seen
+from reconciler.configcheck import check_config, open_for_reading
 from reconciler.domain import (
     Attempt,
     Authority,
@@ -30,8 +33,13 @@ from reconciler.domain import (
     Match,
     Observation,
     Outcome,
+    ProviderContract,
     Receipt,
 )
+from reconciler.effect import current_call, effect
+from reconciler.effect_backends import EmbeddedBackend
+from reconciler.errors import RetryRefusedError
+from reconciler.sandbox import running_sandbox
 from reconciler.sight import PROBE_BLIND, Sight
 
 from builders import H0, K0
@@ -243,3 +251,61 @@ def test_weak_and_unavailable_reads_and_receipts_are_left_as_they_are() -> None:
     receipt = Receipt("op-1", NOW, "ch_1", H0, "lookup")
     for answer in (weak, down, receipt):
         assert seen(BY_KEY, intent("refunds.create"), answer, NO) == answer
+
+
+# --- the field trial: docs/effect.md's charges.create against examples/reconciler.toml --------
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "reconciler.toml"
+#: Settled at once, zeros conclusive at once: only what the probes can see keeps a zero out.
+SETTLED = ProviderContract("stripe", idempotency_keys=True, visibility_lag_s=0, inflight_s=0)
+
+
+def test_a_charge_whose_answer_is_lost_is_never_sent_again_by_payment_intents_probes(
+        tmp_path: Path) -> None:
+    """docs/effect.md's `charges.create` (keyed, tagged with the operation id) against
+    examples/reconciler.toml, whose probes read PaymentIntents only: before, their empty reads
+    were a conclusive zero, the retry was granted and the charge sent again."""
+    with running_sandbox() as sandbox:
+        sandbox.state.configure(hold_s=2.0)  # the answer outlives the client's timeout
+        config = tmp_path / "reconciler.toml"
+        config.write_text(EXAMPLE.read_text().replace("http://127.0.0.1:8081", sandbox.url))
+        db = f"sqlite:///{tmp_path / 'r.db'}"
+        faults = [{"X-Sandbox-Fault": "lose_response"}]
+        client = stripe.StripeClient("sk_test_reconciler", max_network_retries=0,
+                                     base_addresses={"api": f"{sandbox.url}/pay"},
+                                     http_client=stripe.RequestsClient(timeout=0.5))
+        with EmbeddedBackend(db, config=config, contracts=[SETTLED]) as store:
+            @effect(provider="stripe", action="charges.create", effect="non_idempotent",
+                    key=lambda order_id, amount: f"charge-{order_id}", tagged=True,
+                    backend=store)
+            def charge(order_id: str, amount: int) -> Any:
+                call = current_call()
+                assert call is not None
+                return client.v1.charges.create(
+                    params={"amount": amount, "currency": "eur",
+                            "metadata": {"operation_id": call.operation_id}},
+                    options={"idempotency_key": call.intent.idempotency_key,
+                             "headers": faults.pop() if faults else {}})
+
+            send: Any = charge  # as @effect types it: a wrapped call
+            with pytest.raises(stripe.APIConnectionError):
+                send("A-17", 1200)
+            with pytest.raises(RetryRefusedError):
+                send("A-17", 1200)
+            operation = store.reconcile("charge-A-17")
+        charges = [o for o in sandbox.state.objects() if o.ref.startswith("ch_")]
+        assert len(charges) == 1 and len(operation.attempts) == 1
+        assert {e.authority for e in operation.evidence} == {Authority.UNAVAILABLE}
+        assert all((e.error or "").startswith("probe_blind: scope: ") for e in operation.evidence)
+
+        reading = open_for_reading(db)
+        try:
+            report = check_config(config, env={}, store=reading)
+        finally:
+            reading.engine.dispose()
+    errors = [str(p) for p in report.problems if p.level == "error"]
+    assert len(errors) == 1 and errors[0].endswith(
+        "error: action 'charges.create' of provider 'stripe' (non_idempotent, recorded in the "
+        "store) is covered by no probe: no read proves it was not applied, so a lost answer "
+        "is never retried and goes to a human; name it in the `actions` of a probe that reads "
+        "where its effects appear")

@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from reconciler.domain import Carried
+from reconciler.sight import Sight
 from reconciler.store.leases import SqlLeases
 
 from sidecar_client import Sidecar, ZeroProbe, assert_problem, running_sidecar
@@ -46,3 +48,42 @@ def test_periodic_sweep_probes_due_operations(store_url: str) -> None:
         while sidecar.get("/v1/operations/op-1")["verdict"] != "verified_not_applied":
             assert time.monotonic() < deadline, "the sweep did not probe the operation"
             time.sleep(0.05)
+
+
+# --- a zero counts only where the probe could have seen the effect (SPEC section 3) ----------
+
+def blind_probe(sight: Sight) -> ZeroProbe:
+    probe = ZeroProbe()
+    probe.sight = sight
+    return probe
+
+
+@pytest.mark.parametrize(("sight", "question"), [
+    (Sight(frozenset({"refund"}), frozenset(Carried)), "scope"),
+    # The intent recorded a key and said nothing else: its request carried the key alone.
+    (Sight(frozenset({"charge"}), frozenset({Carried.OPERATION_ID})), "correlation"),
+])
+def test_reconcile_records_an_empty_read_by_a_probe_blind_to_the_operation_as_unavailable(
+        sidecar: Sidecar, sight: Sight, question: str) -> None:
+    sidecar.probes["pay"] = [blind_probe(sight)]
+    sidecar.intent("op-1")
+    sidecar.attempt("op-1", outcome="not_sent")  # settled: only sight keeps the zero out
+    out = sidecar.post("/v1/operations/op-1/reconcile", None, 200)
+    [evidence] = out["evidence"]
+    assert evidence["authority"] == "unavailable"
+    assert evidence["error"].startswith(f"probe_blind: {question}: probe 'zero' ")
+    assert out["verdict"] == "indeterminate" and not out["retry_allowed"]
+
+
+def test_the_periodic_sweep_records_a_blind_empty_read_as_unavailable(store_url: str) -> None:
+    with running_sidecar(store_url, sweep_interval_s=0.05) as sidecar:
+        sidecar.probes["pay"] = [blind_probe(Sight(frozenset({"refund"}), frozenset(Carried)))]
+        sidecar.intent("op-1")
+        sidecar.attempt("op-1")
+        deadline = time.monotonic() + 10
+        while not sidecar.get("/v1/operations/op-1")["evidence"]:
+            assert time.monotonic() < deadline, "the sweep did not probe the operation"
+            time.sleep(0.05)
+        [evidence] = sidecar.get("/v1/operations/op-1")["evidence"]
+        assert evidence["authority"] == "unavailable"
+        assert evidence["error"].startswith("probe_blind: scope: ")

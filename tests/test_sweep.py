@@ -245,3 +245,61 @@ def test_apscheduler_drives_the_periodic_sweep(ledger: Ledger, clock: ManualCloc
     finally:
         scheduler.shutdown(wait=True)
     assert ledger.judge("op-1").decision.verdict is Verdict.VERIFIED_NOT_APPLIED
+
+
+# --- a zero counts only where the probe could have seen the effect (SPEC section 3) ----------
+
+def test_an_empty_read_by_a_probe_that_does_not_cover_the_action_is_unavailable_probe_blind(
+        ledger: Ledger, clock: ManualClock) -> None:
+    refunds = FakeProbe(zero(clock), clock, sight=Sight(frozenset({"refund"}),
+                                                        frozenset({Carried.IDEMPOTENCY_KEY})))
+    dispatched(ledger)
+    clock.advance(3600)  # long settled: only what the probe could see keeps the zero out
+    [judgement] = sweeper(ledger, refunds).sweep()
+    [obs] = observations(ledger)
+    assert obs.authority is Authority.UNAVAILABLE and not obs.matches
+    assert (obs.error or "").startswith("probe_blind: scope: probe 'fake' does not cover "
+                                        "action 'charge'")
+    assert judgement.decision.verdict is Verdict.INDETERMINATE
+    assert not judgement.decision.retry_allowed
+
+
+def test_an_empty_read_by_key_of_a_keyless_intent_is_unavailable_probe_blind(
+        ledger: Ledger, clock: ManualClock) -> None:
+    now = clock()
+    ledger.record_intent(Intent("op-1", H0, None, "pay", "charge", Effect.NON_IDEMPOTENT, now))
+    ledger.record_attempt(Attempt("op-1", 1, None, H0, now, Outcome.TIMEOUT))
+    clock.advance(3600)
+    [judgement] = sweeper(ledger, FakeProbe(zero(clock), clock)).sweep()  # reads by key
+    [obs] = observations(ledger)
+    assert obs.authority is Authority.UNAVAILABLE
+    assert (obs.error or "").startswith("probe_blind: correlation: probe 'fake' finds effects "
+                                        "by something the request did not carry")
+    assert judgement.decision.verdict is Verdict.INDETERMINATE
+
+
+def test_a_match_by_a_probe_blind_to_the_operation_keeps_its_authority(
+        ledger: Ledger, clock: ManualClock) -> None:
+    found = FakeProbe(lambda target: Observation(target.operation_id, clock(), "fake",
+                                                 Authority.AUTHORITATIVE, (Match("ch_1"),)),
+                      clock, sight=Sight())
+    dispatched(ledger)
+    [judgement] = sweeper(ledger, found).sweep()
+    [obs] = observations(ledger)
+    assert obs.authority is Authority.AUTHORITATIVE and obs.matches == (Match("ch_1"),)
+    assert judgement.decision.verdict is Verdict.VERIFIED_APPLIED
+
+
+def test_a_probe_by_reference_sees_the_operation_once_the_provider_returned_a_ref(
+        ledger: Ledger, clock: ManualClock) -> None:
+    by_ref = FakeProbe(zero(clock), clock, sight=Sight(frozenset({"charge"}),
+                                                       frozenset({Carried.PROVIDER_REF})))
+    now = clock()
+    for op, receipt in (("op-lost", None), ("op-answered", Match("ch_1"))):
+        ledger.record_intent(Intent(op, H0, K0, "pay", "charge", Effect.NON_IDEMPOTENT, now))
+        ledger.record_attempt(Attempt(op, 1, K0, H0, now, Outcome.RESPONSE, 202, receipt))
+    clock.advance(1)
+    sweeper(ledger, by_ref).sweep()
+    assert [o.authority for o in observations(ledger, "op-lost")] == [Authority.UNAVAILABLE]
+    assert [o.authority for o in observations(ledger, "op-answered")] == [
+        Authority.AUTHORITATIVE]
