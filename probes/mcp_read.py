@@ -6,6 +6,7 @@ items are the operation's effects, so a provider that ships an MCP server needs 
     [[providers.chat.probes]]
     use = "mcp_read"
     command = "chat-mcp-server"            # stdio; or url = "http://127.0.0.1:9000/mcp"
+    pass_env = ["CHAT_TOKEN"]              # its variables (default: all but RECONCILER_*)
     tool = "list_messages"
     arguments = { channel = "{correlation[channel]}" }
     items = "messages"                     # where the list is in the tool's JSON answer
@@ -17,18 +18,28 @@ The tool's first text block is read as JSON, else its structured content. Any fa
 server unreachable, a tool error, an answer without the list) is an `unavailable` observation,
 and a list as long as `page_size` may continue on a next page: a cut read proves no zero
 (SPEC section 3), so with nothing matched it is `unavailable`; its matches keep their authority.
+
+A server started by `command` gets the environment the probe was given (the sidecar's) but
+the reconciler's own variables (`RECONCILER_*`: its store's URL and key, its tokens), or
+exactly the variables `pass_env` names, read at each call so a rotated token is used from
+the next one on. The `mcp` package alone would give it almost nothing:
+`StdioServerParameters(env=None)` starts the server with `get_default_environment()` only (mcp
+2.3.0, mcp/client/stdio.py: HOME, LOGNAME, PATH, SHELL, TERM and USER on POSIX), and merges a
+given `env` over that set; a server that reads its token from the environment then dies with
+KeyError before answering, and its client sees "Connection closed".
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
 from probes.base import ProbeTarget, utc_now
+from probes.credentials import MissingCredential
 from probes.matching import Extraction, FieldCheck, UnusableResponse
 from probes.options import Options
 from probes.templates import MissingValue, Template
@@ -37,6 +48,9 @@ from reconciler.sight import Sight
 
 #: Opens a client to the MCP server (an `mcp.Client`, not yet entered).
 Connect = Callable[[], Any]
+#: The reconciler's own variables (a store URL with its password, the sealing key, API tokens):
+#: no upstream needs them, so only a `pass_env` that names one passes it.
+OWN_ENV = "RECONCILER_"
 _AUTHORITIES = {"authoritative": Authority.AUTHORITATIVE, "lagging": Authority.LAGGING}
 
 
@@ -64,7 +78,7 @@ class McpReadProbe:
             found = self.extraction.found(body, target)
             cut = self.page_size is not None and len(
                 self.extraction.items(body)) >= self.page_size
-        except (MissingValue, UnusableResponse) as exc:
+        except (MissingValue, UnusableResponse, MissingCredential) as exc:
             return self._unavailable(target, str(exc))
         except Exception as exc:  # the server's trouble is evidence of nothing
             return self._unavailable(target, f"{type(exc).__name__} calling {self.tool}")
@@ -97,29 +111,39 @@ class McpReadProbe:
         raise UnusableResponse(f"{self.tool} answered no JSON")
 
 
-def _connector(options: Options, raw: Mapping[str, Any]) -> Connect:
+def passed_environment(env: Mapping[str, str], names: Sequence[str] | None) -> dict[str, str]:
+    """The variables a stdio MCP server is started with: `env` but the reconciler's own, or
+    those `names` names (raises MissingCredential naming the unset ones). The `mcp` package
+    adds its default set (PATH, HOME, ...) to either, which is how it finds the command."""
+    if names is None:
+        return {name: value for name, value in env.items() if not name.startswith(OWN_ENV)}
+    missing = [name for name in names if name not in env]
+    if missing:
+        raise MissingCredential(f"not set, for the MCP server: {', '.join(missing)}")
+    return {name: env[name] for name in names}
+
+
+def _connector(options: Options, env: Mapping[str, str]) -> Connect:
     from mcp import Client, StdioServerParameters  # the `mcp` extra, needed only here
 
     url = options.string("url")
     command = options.string("command")
-    args = raw.get("args", [])
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        raise options.error("option 'args' must be a list of strings")
+    args = options.list_of_strings("args")
+    names = options.list_of_strings("pass_env") if options.has("pass_env") else None
     if (url is None) == (command is None):
         raise options.error("give the MCP server as `url` or as `command` (and `args`)")
     if url is not None:
         return lambda: Client(url)
-    server = StdioServerParameters(command=command or "", args=list(args))
-    return lambda: Client(server)
+    return lambda: Client(StdioServerParameters(command=command or "", args=args,
+                                                env=passed_environment(env, names)))
 
 
 def mcp_read(name: str, options: Mapping[str, Any], env: Mapping[str, str], *,
              connect: Connect | None = None) -> McpReadProbe:
     """The `mcp_read` factory; `connect` is for tests and embedding (an in-process server)."""
     where = f"probe {name!r}"
-    # `args` is a list, which Options does not read: it is checked by the connector.
-    read = Options({k: v for k, v in options.items() if k != "args"}, where)
-    connector = connect or _connector(read, options)
+    read = Options(options, where)
+    connector = connect or _connector(read, env)
     arguments = {k: Template.parse(v, where) if isinstance(v, str) else v
                  for k, v in read.table("arguments", scalars=True).items()}
     authority = read.string("authority", "lagging") or "lagging"

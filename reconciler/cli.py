@@ -511,25 +511,27 @@ def mcp_proxy_command(
         help="An embedded store's SQLAlchemy URL, instead of a sidecar.")] = None,
     provider: Annotated[str | None, typer.Option(
         help="The provider the upstream's effects are at (overrides the file's).")] = None,
+    pass_env: Annotated[list[str] | None, typer.Option(
+        "--pass-env", metavar="NAME",
+        help="Start the upstream with only the variables named (repeatable; with the file's "
+             "pass_env) [default: this process's, but RECONCILER_*].")] = None,
 ) -> None:
     """Serve, on stdio, an MCP server that fronts an upstream one: its tools re-exported,
     every tools/call recorded, classified and gated by the reconciler."""
     import anyio
-    from mcp import StdioServerParameters
 
     from reconciler.errors import ReconcilerError
-    from reconciler.mcpproxy.serve import load_settings, open_backend, serve_stdio
+    from reconciler.mcpproxy.serve import load_settings, open_backend, serve_stdio, upstream_target
 
     if (upstream_url is None) == (not upstream):
         raise typer.BadParameter("give the upstream as -- COMMAND [ARGS...] or --upstream-url")
     if sidecar is not None and db is not None:
         raise typer.BadParameter("--sidecar and --db are alternatives; give one")
     try:
-        settings, rest = load_settings(config, provider)
+        settings, rest = load_settings(config, provider, pass_env or [])
+        target = upstream_target(upstream or [], upstream_url, settings)
         backend = open_backend(sidecar, db, rest, str(config))
     except ReconcilerError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    command = upstream or []
-    target = upstream_url or StdioServerParameters(command=command[0], args=command[1:])
     anyio.run(serve_stdio, target, settings, backend)

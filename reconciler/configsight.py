@@ -75,7 +75,8 @@ def agent_actions(spec: str, env: Mapping[str, str]) -> list[SeenAction]:
 
 def proxy_actions(table: Mapping[str, Any]) -> list[SeenAction]:
     """The tools of an `[mcp_proxy]` table: its `provider`, each tool's `action` (default: the
-    tool's name) and `effect`; a tool whose upstream sends the key on (`sends_key`) carries it."""
+    tool's name) and `effect`; a tool whose upstream sends the key on (`sends_key`) carries it,
+    one whose upstream attaches the operation id (`sends_operation_id`) carries that."""
     provider, tools = table.get("provider"), table.get("tools", {})
     if not isinstance(provider, str) or not isinstance(tools, Mapping):
         return []
@@ -88,9 +89,11 @@ def proxy_actions(table: Mapping[str, Any]) -> list[SeenAction]:
             known = Effect(effect) if effect is not None else None
         except ValueError:
             continue  # the proxy itself refuses it, with its own message
+        carried = {c for c, flag in ((Carried.IDEMPOTENCY_KEY, "sends_key"),
+                                     (Carried.OPERATION_ID, "sends_operation_id"))
+                   if spec.get(flag) is True}
         seen.append(SeenAction(provider, str(spec.get("action", name)), known,
-                               frozenset({Carried.IDEMPOTENCY_KEY}) if spec.get("sends_key")
-                               is True else frozenset(), f"[mcp_proxy.tools.{name}]"))
+                               frozenset(carried), f"[mcp_proxy.tools.{name}]"))
     return seen
 
 

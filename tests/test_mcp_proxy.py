@@ -17,9 +17,16 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from probes.mcp_read import mcp_read
 from reconciler.client.effects import Recorder
-from reconciler.domain import Effect
+from reconciler.domain import Carried, Effect
 from reconciler.integrations.tool_calls import tool_operation
-from reconciler.mcpproxy.proxy import KEY_META, ProxySettings, ReconcilingProxy, effect_of
+from reconciler.mcpproxy.proxy import (
+    KEY_META,
+    OPERATION_META,
+    ProxySettings,
+    ReconcilingProxy,
+    effect_of,
+)
+from reconciler.sight import Sight
 
 from effect_harness import BACKENDS, PROVIDER, Provider, backend
 
@@ -30,29 +37,34 @@ SCOPE = "run-proxy"
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, provider: Provider,
           tmp_path: Path) -> Iterator[Recorder]:
-    """Probed through the upstream's own read-only tool: the `mcp_read` probe kind."""
+    """Probed through the upstream's own read-only tool: the `mcp_read` probe kind, which
+    finds a charge by the idempotency key it was made under."""
     server = upstream(provider)
     probe = mcp_read("payments.list_charges", {
-        "tool": "list_charges", "arguments": {"order": "{correlation[order]}"},
-        "items": "charges", "ref": "id", "authority": "authoritative"}, {},
+        "tool": "list_charges", "items": "charges", "ref": "id",
+        "where": {"key": "{idempotency_key}"}, "authority": "authoritative"}, {},
         connect=lambda: Client(server))
+    probe.sight = Sight(frozenset({"charge"}), frozenset({Carried.IDEMPOTENCY_KEY}))
     with backend(request.param, provider, tmp_path, probes=[probe]) as b:
         yield b
 
 
-def upstream(provider: Provider, keys: list[object] | None = None) -> MCPServer:
-    """Charges by order; the provider's faults decide whether a call charges, and a call
-    whose answer is to be lost outlives the proxy's timeout. `keys` collects the idempotency
-    key each charge request carried in its `_meta`."""
+def upstream(provider: Provider, metas: list[dict[str, Any]] | None = None) -> MCPServer:
+    """Charges under the idempotency key a call carries in its `_meta` (sent on to the
+    provider), else under its order; the provider's faults decide whether a call charges, and
+    a call whose answer is to be lost outlives the proxy's timeout. `metas` collects the
+    reconciler's entries of each charge request's `_meta`."""
     server = MCPServer("payments")
 
     @server.tool(annotations=types.ToolAnnotations(read_only_hint=False))
     async def charge(order: str, amount: int, ctx: Context) -> dict[str, Any]:
-        if keys is not None:
-            keys.append((ctx.request_context.meta or {}).get(KEY_META))
+        meta = ctx.request_context.meta or {}
+        key = meta.get(KEY_META)
+        if metas is not None:
+            metas.append({k: v for k, v in meta.items() if k in (KEY_META, OPERATION_META)})
         lose = bool(provider.faults)
         try:
-            result = provider.charge(f"order-{order}", amount)
+            result = provider.charge(key if isinstance(key, str) else f"order-{order}", amount)
         except TimeoutError:
             result = {}
         if lose:
@@ -60,19 +72,22 @@ def upstream(provider: Provider, keys: list[object] | None = None) -> MCPServer:
         return result
 
     @server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
-    async def list_charges(order: str) -> dict[str, list[dict[str, str]]]:
-        return {"charges": [{"id": ref, "order": order}
-                            for ref in provider.refs(f"order-{order}")]}
+    async def list_charges() -> dict[str, list[dict[str, str]]]:
+        return {"charges": [{"id": ref, "key": key} for key, ref in provider.charges]}
 
     return server
 
 
 @asynccontextmanager
 async def proxied(provider: Provider, store: Recorder,
-                  keys: list[object] | None = None) -> AsyncIterator[Client]:
-    async with Client(upstream(provider, keys)) as up:
-        settings = ProxySettings(PROVIDER, correlate={"charge": ["order"]}, call_timeout_s=0.3,
-                                 scope=SCOPE)
+                  metas: list[dict[str, Any]] | None = None, keyed: bool = False,
+                  tagged: bool = False) -> AsyncIterator[Client]:
+    """`keyed`, `tagged`: the configuration says `charge` sends the key on to the provider,
+    and attaches the operation id."""
+    async with Client(upstream(provider, metas)) as up:
+        settings = ProxySettings(PROVIDER, call_timeout_s=0.3, scope=SCOPE,
+                                 keyed=frozenset({"charge"} if keyed else ()),
+                                 tagged=frozenset({"charge"} if tagged else ()))
         proxy = ReconcilingProxy(up, settings, store)
         async with Client(proxy.server()) as client:
             yield client
@@ -92,10 +107,10 @@ def test_the_upstreams_tools_are_re_exported_with_their_classes(
     assert tools == {"charge": Effect.NON_IDEMPOTENT, "list_charges": Effect.READ_ONLY}
 
 
-def call_twice(provider: Provider, store: Recorder,
-               keys: list[object] | None = None) -> tuple[str, str]:
+def call_twice(provider: Provider, store: Recorder, metas: list[dict[str, Any]] | None = None,
+               keyed: bool = False, tagged: bool = False) -> tuple[str, str]:
     async def main() -> tuple[str, str]:
-        async with proxied(provider, store, keys) as client:
+        async with proxied(provider, store, metas, keyed, tagged) as client:
             arguments = {"order": "A-17", "amount": 1200}
             first = await client.call_tool("charge", arguments)
             second = await client.call_tool("charge", arguments)
@@ -106,16 +121,16 @@ def call_twice(provider: Provider, store: Recorder,
 def test_a_timed_out_call_the_upstream_applied_is_not_forwarded_again(
         provider: Provider, store: Recorder) -> None:
     provider.faults = ["lose_response"]
-    first, second = call_twice(provider, store)
+    first, second = call_twice(provider, store, keyed=True)
     assert "charge: done (ch_1)" in first and "Do not call charge again" in first
     assert "charge: done (ch_1)" in second
     assert (provider.calls, len(provider.charges)) == (1, 1)
 
 
-def test_a_timed_out_call_the_upstream_did_not_apply_is_forwarded_once_more(
+def test_a_timed_out_call_the_upstream_did_not_apply_is_forwarded_once_more_with_its_key(
         provider: Provider, store: Recorder) -> None:
     provider.faults = ["fail_before_commit"]
-    first, second = call_twice(provider, store)
+    first, second = call_twice(provider, store, keyed=True)
     assert "You may call charge again, once" in first
     assert "ch_1" in second
     assert (provider.calls, len(provider.charges)) == (2, 1)
@@ -124,10 +139,34 @@ def test_a_timed_out_call_the_upstream_did_not_apply_is_forwarded_once_more(
 def test_a_forwarded_call_and_its_granted_retry_carry_the_intents_idempotency_key(
         provider: Provider, store: Recorder) -> None:
     provider.faults = ["fail_before_commit"]
-    keys: list[object] = []
-    call_twice(provider, store, keys)
+    metas: list[dict[str, Any]] = []
+    call_twice(provider, store, metas, keyed=True)
     key = tool_operation(SCOPE, "charge", {"order": "A-17", "amount": 1200})
-    assert keys == [key, key]
+    assert metas == [{KEY_META: key}, {KEY_META: key}]
+    assert store.reconcile(key).intent.idempotency_key == key
+
+
+def test_a_tool_that_attaches_the_operation_id_gets_it_and_its_intent_says_so(
+        provider: Provider, store: Recorder) -> None:
+    metas: list[dict[str, Any]] = []
+    call_twice(provider, store, metas, tagged=True)
+    operation = tool_operation(SCOPE, "charge", {"order": "A-17", "amount": 1200})
+    assert metas == [{OPERATION_META: operation}]
+    assert store.reconcile(operation).intent.carries == [Carried.OPERATION_ID]
+
+
+def test_a_tool_that_sends_no_key_records_none_and_is_never_sent_twice(
+        provider: Provider, store: Recorder) -> None:
+    """A key recorded but not sent is a false statement of the intent (SPEC section 3), and a
+    null key gets no retry grant (rule 6): the timed-out call waits for a human."""
+    provider.faults = ["fail_before_commit"]
+    metas: list[dict[str, Any]] = []
+    first, second = call_twice(provider, store, metas)
+    operation = tool_operation(SCOPE, "charge", {"order": "A-17", "amount": 1200})
+    assert store.reconcile(operation).intent.idempotency_key is None
+    assert metas == [{}] and provider.calls == 1
+    assert "a human decides" in first and "Do not call charge again" in first
+    assert "charge: not retried: the effect may have happened; a human decides" in second
 
 
 def test_the_mcp_package_cannot_carry_sep_3182_yet() -> None:
@@ -145,7 +184,7 @@ def test_a_read_only_tool_is_forwarded_every_time(provider: Provider,
                                                   store: Recorder) -> None:
     async def main() -> list[str]:
         async with proxied(provider, store) as client:
-            return [text(await client.call_tool("list_charges", {"order": "Z"}))
+            return [text(await client.call_tool("list_charges", {}))
                     for _ in range(3)]
 
     assert len(anyio.run(main)) == 3 and provider.calls == 0

@@ -9,6 +9,13 @@ MCP cannot tell "never arrived" from "executed, answer lost" (SEP-3182), so an u
 timeout or a dropped connection is ambiguous, and the operation is reconciled before the
 client is told anything. A tool's class comes from its annotations (readOnlyHint: read_only,
 passed through; idempotentHint: idempotent_write; else non_idempotent), overridable per tool.
+
+The proxy sends each call's key to the upstream in `_meta`, but only the upstream decides
+whether it goes on to the provider, and most upstreams (an SDK's MCP server) send none. So an
+intent records the key only for the tools the configuration says send it (`keyed`; likewise
+the operation id, sent as `_meta` to the `tagged` ones); any other call records none, as SPEC
+section 3 asks, and is never sent twice: a null key gets no retry grant (SPEC section 4, rule
+6), so a doubtful call is answered "not retried" and waits for a human.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from reconciler.client.effects import Recorder
-from reconciler.domain import Effect, Outcome
+from reconciler.domain import Effect, Outcome, Verdict
 from reconciler.effect import current_call
 from reconciler.integrations.tool_calls import ToolEffects, ToolOutcome
 from reconciler.outcomes import answer_of
@@ -42,6 +49,9 @@ RUN_META = "io.reconciler/run_id"
 #: the `mcp` package can neither send that field nor read that capability (both dropped by its
 #: types), so `_meta`, which it passes through, is the only place (docs/integrations/mcp.md).
 KEY_META = "io.reconciler/idempotency_key"
+#: Where a call of a tool whose upstream tags the provider's object with the operation id (in
+#: Stripe's `metadata[operation_id]`, say) gets that id: probes can then find it by the id.
+OPERATION_META = "io.reconciler/operation_id"
 
 
 class UpstreamToolError(Exception):
@@ -104,6 +114,27 @@ class ProxySettings:
     scope: str = field(default_factory=lambda: f"mcp-proxy-{uuid.uuid4().hex}")
     #: The retry gate's holder (see ToolEffects.holder): a proxy restarted under the same name.
     holder: str | None = None
+    #: The tools whose upstream sends the key it gets in `_meta` on to the provider as the
+    #: provider's idempotency key; the others' intents record no key.
+    keyed: frozenset[str] = frozenset()
+    #: The tools whose upstream attaches the operation id it gets in `_meta` where the
+    #: provider keeps metadata; the others' intents say they carry no operation id.
+    tagged: frozenset[str] = frozenset()
+    #: The variables the upstream is started with (None: the proxy's but RECONCILER_*;
+    #: serve.upstream_target).
+    pass_env: Sequence[str] | None = None
+
+
+def not_retried(tool: str, answer: ToolOutcome) -> ToolOutcome:
+    """What a call of a tool that sends no key is told when it failed and the provider does
+    not show it done, or when its repeat is refused: the gate never grants such a call a
+    retry (its intent has no key), so it is never sent again, whatever the probes read."""
+    verdict = answer.verdict.value if answer.verdict else "none"
+    return ToolOutcome(tool, answer.operation_id, answer.verdict, (
+        f"{tool}: not retried: the effect may have happened; a human decides. {tool} sends "
+        "the provider no idempotency key, so a second send could repeat the effect, and the "
+        f"proxy makes none (verdict {verdict}). Do not call {tool} again with these "
+        "arguments and do not tell the user it failed."))
 
 
 class ReconcilingProxy:
@@ -125,7 +156,8 @@ class ReconcilingProxy:
                            effects={**self.classes, **self.settings.effects},
                            actions=self.settings.actions, classify=upstream_outcome,
                            receipt=result_receipt, correlate=self.settings.correlate,
-                           passthrough=(UpstreamToolError,), holder=self.settings.holder)
+                           passthrough=(UpstreamToolError,), holder=self.settings.holder,
+                           keyed=self.settings.keyed, tagged=self.settings.tagged)
 
     def scope(self, params: types.CallToolRequestParams) -> str:
         meta: Mapping[str, Any] = params.meta or {}
@@ -147,13 +179,20 @@ class ReconcilingProxy:
         if params.name not in self.classes:  # a client that calls without listing first
             await self.list_tools(ctx, None)
         arguments = dict(params.arguments or {})
+        sent = False
 
         async def forward() -> types.CallToolResult:
+            nonlocal sent
+            sent = True
             call = current_call()
-            key = call.intent.idempotency_key if call else None
+            meta: dict[str, str] = {}
+            if call is not None and call.intent.idempotency_key:
+                meta[KEY_META] = call.intent.idempotency_key
+            if call is not None and params.name in self.settings.tagged:
+                meta[OPERATION_META] = call.operation_id
             result = await self.upstream.call_tool(
                 params.name, arguments, read_timeout_seconds=self.settings.call_timeout_s,
-                meta=cast(types.RequestParamsMeta, {KEY_META: key}) if key else None)
+                meta=cast(types.RequestParamsMeta, meta) if meta else None)
             if result.is_error:
                 raise UpstreamToolError(result)
             return result
@@ -164,6 +203,10 @@ class ReconcilingProxy:
         except UpstreamToolError as failed:
             return failed.result
         if isinstance(answer, ToolOutcome):
+            # Told "you may call again" (it will be refused) or refused without a send.
+            if params.name not in self.settings.keyed and answer.verdict is not \
+                    Verdict.VERIFIED_APPLIED and (not answer.final or not sent):
+                answer = not_retried(params.name, answer)
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=answer.message)],
                 is_error=answer.final)

@@ -4,10 +4,13 @@
     provider = "chat"                 # the provider the upstream's effects are at
     call_timeout_s = 30               # an upstream call slower than this is ambiguous
     scope = "support-agent-7"         # the run of calls that name none in _meta
+    pass_env = ["CHAT_TOKEN"]         # the upstream's variables (default: all but RECONCILER_*)
     [mcp_proxy.tools.send_message]
     effect = "non_idempotent"         # overrides the tool's annotations
     action = "send"
     correlate = ["channel"]           # arguments that are references probes need
+    sends_key = true                  # the upstream sends the _meta key on to the provider
+    sends_operation_id = true         # ... and the _meta operation id, in its metadata
 
     [providers.chat]                  # with --db: the provider's contract and probes, as in
     ...                               # the sidecar's configuration (probes may be mcp_read)
@@ -15,6 +18,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +28,8 @@ from mcp.server.stdio import stdio_server
 
 from probes.base import Probe
 from probes.config import parse_config
+from probes.credentials import MissingCredential
+from probes.mcp_read import passed_environment
 from reconciler.client import ReconcilerClient
 from reconciler.client.effects import Recorder
 from reconciler.domain import Effect
@@ -37,8 +43,10 @@ class ProxyConfigError(ReconcilerError):
     """The proxy's configuration is not usable; the message names the file and the key."""
 
 
-def load_settings(path: Path | None, provider: str | None) -> tuple[ProxySettings, dict[str, Any]]:
-    """The proxy's settings and the rest of the file (its `[providers.*]` tables)."""
+def load_settings(path: Path | None, provider: str | None, pass_env: Sequence[str] = (),
+                  ) -> tuple[ProxySettings, dict[str, Any]]:
+    """The proxy's settings and the rest of the file (its `[providers.*]` tables); `pass_env`
+    adds to the file's `pass_env` (--pass-env)."""
     data = read_config(path) if path else {}
     table = data.pop("mcp_proxy", {})
     where = str(path) if path else "the command line"
@@ -56,10 +64,41 @@ def load_settings(path: Path | None, provider: str | None) -> tuple[ProxySetting
         actions={t: str(spec["action"]) for t, spec in tools.items() if "action" in spec},
         correlate={t: [str(a) for a in spec["correlate"]] for t, spec in tools.items()
                    if "correlate" in spec},
-        call_timeout_s=float(table.get("call_timeout_s", 30.0)))
+        call_timeout_s=float(table.get("call_timeout_s", 30.0)),
+        keyed=frozenset(t for t, spec in tools.items() if _flag(spec, "sends_key", where, t)),
+        tagged=frozenset(t for t, spec in tools.items()
+                         if _flag(spec, "sends_operation_id", where, t)))
+    named = table.get("pass_env")
+    if named is not None and not (isinstance(named, list)
+                                  and all(isinstance(n, str) for n in named)):
+        raise ProxyConfigError(f"{where}: [mcp_proxy] pass_env must be a list of names")
+    if named is not None or pass_env:
+        settings.pass_env = [*(named or []), *pass_env]
     if "scope" in table:
         settings.scope = str(table["scope"])
     return settings, data
+
+
+def _flag(spec: Any, name: str, where: str, tool: str) -> bool:
+    value = spec.get(name, False)
+    if not isinstance(value, bool):
+        raise ProxyConfigError(f"{where}: [mcp_proxy.tools.{tool}] {name} must be true or false")
+    return value
+
+
+def upstream_target(command: Sequence[str], url: str | None,
+                    settings: ProxySettings) -> StdioServerParameters | str:
+    """The upstream: its URL, or its command started with the proxy's environment but the
+    reconciler's own variables, or exactly the ones `pass_env` names (probes/mcp_read.py: the
+    `mcp` package alone would start it with almost none, and a server that reads its token
+    from the environment would die before answering)."""
+    if url is not None:
+        return url
+    try:
+        env = passed_environment(os.environ, settings.pass_env)
+    except MissingCredential as exc:
+        raise ProxyConfigError(f"pass_env: {exc}") from None
+    return StdioServerParameters(command=command[0], args=list(command[1:]), env=env)
 
 
 def open_backend(sidecar: str | None, db: str | None, rest: dict[str, Any],
