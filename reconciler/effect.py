@@ -23,7 +23,6 @@ import contextvars
 import functools
 import inspect
 import logging
-import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -85,17 +84,10 @@ def carried(key: str | None, tagged: bool) -> frozenset[Carried]:
                                              (Carried.OPERATION_ID, tagged)) if sent)
 
 
-_unverifiable: set[tuple[str, str]] = set()
-_unverifiable_lock = threading.Lock()
-
-
+@functools.cache  # once per process and (provider, action)
 def warn_unverifiable(provider: str, action: str) -> None:
-    """Once per process and (provider, action): its calls carry nothing a probe can find them
-    by, so no read of the provider ever proves one was not applied."""
-    with _unverifiable_lock:
-        if (provider, action) in _unverifiable:
-            return
-        _unverifiable.add((provider, action))
+    """The calls of `action` carry nothing a probe can find them by, so no read of the
+    provider ever proves one was not applied."""
     log.warning(
         "%s.%s sends the provider neither an idempotency key nor the operation id (declare "
         "them: key= and tagged=, or ToolEffects keyed/tagged): no probe can verify its "
