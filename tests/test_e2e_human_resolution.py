@@ -59,7 +59,10 @@ def test_a_human_applied_survives_a_read_outage_and_no_retry_is_granted(
     ok(sidecar.post("/v1/operations", json={
         "operation_id": op, "request_hash": hash_, "idempotency_key": key,
         "provider": "stripe", "action": "payment_intents.create", "effect": "non_idempotent",
-        "run_id": run_id, "tool_call_id": call_id}), 201)
+        "run_id": run_id, "tool_call_id": call_id,
+        # The request sends the key and tags the PaymentIntent with the operation id, which
+        # the example's probes find it by (SPEC section 3).
+        "carries": ["idempotency_key", "operation_id"]}), 201)
     with httpx.Client(base_url=sandbox.url, trust_env=False) as provider:
         sent = provider.post("/pay/v1/payment_intents", json=params, headers={
             "Idempotency-Key": key, "X-Sandbox-Fault": "fail_before_commit"})

@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"store", "ledger", "probes"},                              # facts kept; the one door
     {"gate", "sweep", "prune"},                                 # built on the ledger
     {"runtime", "client", "replay", "sandbox"},                 # drivers of the above
-    {"service", "demo", "testing", "ops"},                      # what a user runs or imports
+    {"service", "demo", "testing", "ops", "configsight"},       # what a user runs or imports
     {"chaos", "configcheck", "effect_backends"},                # built on the service and demo
     {"effect"},                                                 # @effect, on either backend
     {"integrations"},                                           # the frameworks' adapters
