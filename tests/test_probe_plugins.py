@@ -24,7 +24,8 @@ from probes.config import parse_config
 from probes.errors import ProbeConfigError
 from probes.registry import ENTRY_POINT_GROUP, ProbeRegistry, default_registry
 from probes.runner import run_probe, run_probes
-from reconciler.domain import Authority, Match, Observation, Receipt
+from reconciler.domain import Authority, Carried, Match, Observation, Receipt
+from reconciler.sight import Sight
 
 PACKAGE = Path(__file__).parent / "data" / "thirdparty_probe"
 TARGET = ProbeTarget("op-1", None, "ledger", "transfer", "sha256:h0")
@@ -70,8 +71,10 @@ def test_an_installed_package_is_discovered_and_built_by_name(
     # The same through a configuration file, under a name of the operator's choosing.
     config = {"providers": {"ledger": {"probes": [
         {"use": "acme.ledger", "name": "ledger.export", "path": str(ledger),
-         "authority": "weak"}]}}}
+         "authority": "weak", "actions": ["transfer"]}]}}}
     (built,) = parse_config(config, env={}, registry=registry)["ledger"].probes
+    # What it finds effects by is the package's to say, what it covers the configuration's.
+    assert built.sight == Sight(frozenset({"transfer"}), frozenset({Carried.OPERATION_ID}))
     result = run_probe(built, TARGET)
     assert result == Observation("op-1", result.at, "ledger.export", Authority.WEAK,
                                  (Match("tx_1", "sha256:h0"),))
@@ -101,6 +104,16 @@ def test_plugin_trouble_is_a_clear_config_error(monkeypatch: pytest.MonkeyPatch,
         registry.build(points[0][0], {}, {})
 
 
+def test_a_plugin_probe_without_a_sight_covers_nothing_and_finds_effects_by_nothing(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    registry = fake_plugins(monkeypatch, ("acme.steady", "test_probe_plugins:sightless"))
+    with caplog.at_level("WARNING", logger="probes.registry"):
+        probe = registry.build("acme.steady", {}, {})
+        registry.build("acme.steady", {}, {}, name="again", actions=["transfer"])
+    assert probe.sight == Sight()
+    assert sum("'acme.steady' declares no sight" in r.getMessage() for r in caplog.records) == 1
+
+
 def test_a_factory_must_return_a_probe_with_the_given_name() -> None:
     registry = ProbeRegistry()
     registry.register("not_a_probe", lambda name, options, env: object())  # type: ignore[arg-type]
@@ -113,6 +126,8 @@ def test_a_factory_must_return_a_probe_with_the_given_name() -> None:
 class Steady:
     """A probe that answers whatever it was given."""
 
+    sight = Sight()
+
     def __init__(self, name: str, answer: Any = None) -> None:
         self.name = name
         self.answer = answer
@@ -122,6 +137,21 @@ class Steady:
             raise self.answer
         result: Observation | Receipt = self.answer
         return result
+
+
+class Sightless:
+    """A plugin's probe that declares no sight."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def probe(self, target: ProbeTarget) -> Observation:
+        return Observation(target.operation_id, NOW, self.name, Authority.AUTHORITATIVE)
+
+
+def sightless(name: str, options: Any, env: Any) -> Sightless:
+    """A plugin's factory whose probe declares no sight."""
+    return Sightless(name)
 
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -15,10 +15,15 @@ from typing import Any
 
 from probes import ProbeTarget
 from probes.errors import ProbeConfigError
-from reconciler.domain import Authority, Match, Observation
+from reconciler.domain import Authority, Carried, Match, Observation
+from reconciler.sight import Sight
 
 
 class LedgerProbe:
+    #: It finds an effect by the operation id the request attached (SPEC section 3); the
+    #: configuration's `actions` say which actions' effects the export holds.
+    sight = Sight(finds_by=frozenset({Carried.OPERATION_ID}))
+
     def __init__(self, name: str, path: Path, authority: Authority) -> None:
         self.name = name
         self.path = path
