@@ -14,6 +14,7 @@ from probes.base import ProbeTarget
 from probes.runner import ProbeThreads
 from probes.transport import Clients
 from reconciler.domain import Authority, Observation
+from reconciler.sight import Sight
 
 from probe_harness import charge, observe, probe, target
 
@@ -26,6 +27,7 @@ class ThreadNoting:
     `hanging` once it runs, then waits for `release`."""
 
     name = "noting"
+    sight = Sight()
 
     def __init__(self) -> None:
         self.threads: list[int] = []
@@ -64,6 +66,7 @@ def test_a_hung_call_keeps_its_thread_and_the_next_call_gets_another() -> None:
 def test_a_probe_that_raises_past_exception_answers_unavailable() -> None:
     class Exits:
         name = "exits"
+        sight = Sight()
 
         def probe(self, t: ProbeTarget) -> Observation:
             raise SystemExit(3)
@@ -100,6 +103,7 @@ class LoopNoting:
     (on the loop, without blocking it) for `release`; one for "raises" raises."""
 
     name = "loop-noting"
+    sight = Sight()
 
     def __init__(self) -> None:
         self.threads: list[str] = []
