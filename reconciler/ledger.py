@@ -32,6 +32,7 @@ from reconciler.domain import (
     Observation,
     ProviderContract,
     Receipt,
+    Resolution,
     Snapshot,
 )
 from reconciler.errors import FactTimeError, UnknownOperationError
@@ -186,9 +187,15 @@ class Ledger:
         return self.judge(evidence.operation_id)
 
     def _stamped(self, evidence: Evidence) -> Evidence:
-        """Provider evidence carries the ledger's time of recording beside its claimed one."""
+        """Provider evidence carries the ledger's time of recording beside its claimed one; a
+        human resolution, how many attempt reports the human could have known of (an attempt
+        reported after it reopens the decision, however it is dated: SPEC section 4)."""
         if isinstance(evidence, Receipt | Observation) and evidence.recorded_at is None:
             return replace(evidence, recorded_at=self.clock())
+        if isinstance(evidence, Resolution) and evidence.attempts_known is None:
+            # Read only here: resolutions are a person's, rare, and off the hot path.
+            known = len(self.store.facts(evidence.operation_id).attempts)
+            return replace(evidence, attempts_known=known)
         return evidence
 
     def _owned_by(self, provider: str, operation_id: str) -> bool:

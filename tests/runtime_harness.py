@@ -51,12 +51,13 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 #: Providers of the fake tools. "store" and "chat" keep idempotency keys, so the retry gate can
 #: grant a retry of a call shown not applied; "bank" cannot be compensated (a human approves
-#: each retry); "nokeys" keeps no keys, so no retry is ever granted.
+#: each retry); "nokeys" keeps no keys, so no retry is ever granted. All settle at once
+#: (`inflight_s` 0): the tests that wait out a settle time set their own.
 CONTRACTS = (
-    ProviderContract("store", idempotency_keys=True),
-    ProviderContract("chat", idempotency_keys=True),
-    ProviderContract("bank", idempotency_keys=True, compensable=False),
-    ProviderContract("nokeys"),
+    ProviderContract("store", idempotency_keys=True, inflight_s=0),
+    ProviderContract("chat", idempotency_keys=True, inflight_s=0),
+    ProviderContract("bank", idempotency_keys=True, compensable=False, inflight_s=0),
+    ProviderContract("nokeys", inflight_s=0),
 )
 #: What runs get unless a test says otherwise: no waiting between reconcile rounds.
 TEST_CONFIG: dict[str, Any] = {"reconcile_wait_s": 0.0, "reconcile_rounds": 2}

@@ -33,8 +33,10 @@ PROBLEMS = "https://reconciler.dev/problems/"
 H = request_hash({"amount": 100, "currency": "eur"})
 OTHER_H = request_hash({"amount": 200, "currency": "eur"})
 CONTRACTS = (
-    ProviderContract("pay", idempotency_keys=True, visibility_lag_s=0, max_attempts=3),
-    ProviderContract("fragile", idempotency_keys=True, visibility_lag_s=0, compensable=False),
+    ProviderContract("pay", idempotency_keys=True, visibility_lag_s=0, inflight_s=0,
+                     max_attempts=3),
+    ProviderContract("fragile", idempotency_keys=True, visibility_lag_s=0, inflight_s=0,
+                     compensable=False),
     ProviderContract("slow", idempotency_keys=True, reconcile_deadline_s=0),
 )
 TOKEN = "test-token-" + uuid.uuid4().hex

@@ -44,7 +44,8 @@ def test_served_process_applies_its_config_and_stops_on_sigterm(store_url: str,
                                                                tmp_path: Path) -> None:
     config = tmp_path / "reconciler.toml"
     config.write_text('[service]\nsweep_interval_s = 0\ntoken_env = "SIDECAR_TOKEN"\n\n'
-                      '[providers.pay]\nidempotency_keys = true\nvisibility_lag_s = 0\n')
+                      '[providers.pay]\nidempotency_keys = true\nvisibility_lag_s = 0\n'
+                      'inflight_s = 0\n')
     env = {"RECONCILER_DB": store_url, "RECONCILER_CONFIG": str(config), "SIDECAR_TOKEN": TOKEN}
     with serving_process(env, cwd=tmp_path) as service, httpx.Client(
             base_url=service.url, headers={"Authorization": f"Bearer {TOKEN}"},

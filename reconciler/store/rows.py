@@ -93,7 +93,7 @@ def attempt_of(row: AttemptRow | Row[Any]) -> Attempt:
 #: Every evidence column a kind may leave empty: each row names them all, so that every kind
 #: shares one compiled INSERT.
 _UNUSED = dict.fromkeys(("source", "authority", "provider_ref", "request_hash", "idempotency_key",
-                         "matches", "error", "verdict", "actor", "note"))
+                         "matches", "error", "verdict", "actor", "note", "attempts_known"))
 
 
 def evidence_values(evidence: Evidence) -> dict[str, Any]:
@@ -116,7 +116,7 @@ def _evidence_columns(evidence: Evidence) -> dict[str, Any]:
         case Resolution():
             return {"kind": "resolution", "authority": Authority.HUMAN.value,
                     "verdict": evidence.verdict.value, "actor": evidence.actor,
-                    "note": evidence.note}
+                    "note": evidence.note, "attempts_known": evidence.attempts_known}
         case Approval():
             return {"kind": "approval", "authority": Authority.HUMAN.value,
                     "actor": evidence.actor, "note": evidence.note}
@@ -141,7 +141,8 @@ def evidence_of(row: EvidenceRow | Row[Any]) -> Evidence:
             return Observation(op, at, row.source or "", Authority(row.authority or ""), matches,
                                row.error, row.recorded_at)
         case "resolution":
-            return Resolution(op, at, Verdict(row.verdict or ""), row.actor or "", row.note or "")
+            return Resolution(op, at, Verdict(row.verdict or ""), row.actor or "", row.note or "",
+                              row.attempts_known)
         case "approval":
             return Approval(op, at, row.actor or "", row.note or "")
         case "intent_conflict":

@@ -112,6 +112,8 @@ class EvidenceRow(SQLModel, table=True):
     actor: str | None = Field(default=None, max_length=200)
     note: str | None = Field(default=None, max_length=2000)
     recorded_at: datetime | None = _at(nullable=True)
+    #: A resolution's count of the attempt reports recorded before it (migration 0012).
+    attempts_known: int | None = None
 
 
 class ProviderRow(SQLModel, table=True):
