@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -9,6 +10,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from reconciler.domain import Intent, Observation, Receipt
 from reconciler.sight import Sight
+
+log = logging.getLogger(__name__)
 
 
 def utc_now() -> datetime:
@@ -63,9 +66,21 @@ class Probe(Protocol):
 
 
 def sight_of(probe: Probe) -> Sight:
-    """The probe's sight; a probe that declares none covers none (SPEC section 3)."""
+    """The probe's sight; a probe that declares none covers none (SPEC section 3), which is
+    logged once per probe name: its empty reads no longer count as a zero."""
     sight = getattr(probe, "sight", None)
-    return sight if isinstance(sight, Sight) else Sight()
+    if isinstance(sight, Sight):
+        return sight
+    name = getattr(probe, "name", type(probe).__name__)
+    if name not in _SIGHTLESS:
+        _SIGHTLESS.add(name)
+        log.warning("probe %r has no sight: it covers no action, and none of its empty reads "
+                    "counts as a zero (docs/probes.md, \"What a probe sees\")", name)
+    return Sight()
+
+
+#: Probe names already logged for having no sight.
+_SIGHTLESS: set[str] = set()
 
 
 @runtime_checkable

@@ -309,3 +309,17 @@ def test_a_charge_whose_answer_is_lost_is_never_sent_again_by_payment_intents_pr
         "store) is covered by no probe: no read proves it was not applied, so a lost answer "
         "is never retried and goes to a human; name it in the `actions` of a probe that reads "
         "where its effects appear")
+
+
+def test_a_probe_given_in_code_without_a_sight_covers_nothing_and_is_logged_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    class Bare:
+        name = "bare-in-code"
+
+        def probe(self, target: Any) -> Observation:
+            raise AssertionError("not called")
+
+    with caplog.at_level(logging.WARNING, logger="probes.base"):
+        outs = [seen(Bare(), intent(), zero(), NO) for _ in range(2)]  # type: ignore[arg-type]
+    assert all(blind(out) for out in outs)
+    assert sum("'bare-in-code' has no sight" in r.getMessage() for r in caplog.records) == 1
