@@ -60,14 +60,13 @@ class SightProblem:
 
 
 def agent_actions(spec: str, env: Mapping[str, str]) -> list[SeenAction]:
-    """The side-effecting tools of the agent `spec` names (raises AgentLoadError). A runtime
-    tool's request carries the derived key when the tool sends it (`Tool.sends_key`), which is
-    the key its intent records, and nothing else it says (SPEC section 3's reading)."""
+    """The side-effecting tools of the agent `spec` names (raises AgentLoadError), each with
+    what its intents say the request carries (`Tool.carries`: the key when the tool sends it,
+    the operation id when it is `tagged`)."""
     from reconciler.runtime.agent import load_agent  # imports the user's module: only here
 
     agent = load_agent(spec, env)
-    return [SeenAction(tool.provider, tool.action or tool.name, tool.effect,
-                       frozenset({Carried.IDEMPOTENCY_KEY}) if tool.sends_key else frozenset(),
+    return [SeenAction(tool.provider, tool.action or tool.name, tool.effect, tool.carries,
                        f"agent tool {tool.name!r}")
             for tool in agent.tools
             if tool.effect is not Effect.READ_ONLY and tool.provider is not None]

@@ -52,7 +52,8 @@ def charge_tool(sandbox_url: str, fault: str | None) -> Tool:
 
     return Tool(ToolSpec("charge", "charge the deposit", {"type": "object"}), PAYMENTS.effect,
                 charge, provider=PAYMENTS.provider, action=PAYMENTS.action,
-                request=lambda c: PAYMENTS.params(c.operation_id or ""), uses_key=True)
+                request=lambda c: PAYMENTS.params(c.operation_id or ""), uses_key=True,
+                tagged=True)  # the body's metadata.operation_id
 
 
 @contextmanager

@@ -323,3 +323,19 @@ def test_a_probe_given_in_code_without_a_sight_covers_nothing_and_is_logged_once
         outs = [seen(Bare(), intent(), zero(), NO) for _ in range(2)]  # type: ignore[arg-type]
     assert all(blind(out) for out in outs)
     assert sum("'bare-in-code' has no sight" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_runtime_tool_says_what_its_request_carries() -> None:
+    from reconciler.runs.messages import ToolSpec
+    from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
+
+    async def handler(call: ToolCall) -> ToolOutput:
+        return ToolOutput("ok")
+
+    def tool(effect: Effect, **options: Any) -> Tool:
+        return Tool(ToolSpec("t", "t", {"type": "object"}), effect, handler, provider="pay",
+                    **options)
+
+    assert tool(Effect.NON_IDEMPOTENT).carries == set()
+    assert tool(Effect.IDEMPOTENT_WRITE).carries == {KEY}  # it sends the key by default
+    assert tool(Effect.NON_IDEMPOTENT, uses_key=True, tagged=True).carries == {KEY, OP}

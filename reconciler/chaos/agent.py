@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from reconciler.demo.agent import CHANNEL, SHAPES, Shape, receipt_of
+from reconciler.demo.agent import CHANNEL, OPERATION, SHAPES, Shape, receipt_of
 from reconciler.domain import Effect
 from reconciler.hashing import canonical_json
 from reconciler.runs.messages import ToolSpec
@@ -94,7 +94,8 @@ def tools(sandbox_url: str, http: httpx.AsyncClient) -> list[Tool]:
         return Tool(ToolSpec(name, f"{shape.action} at the sandbox", {"type": "object"}),
                     shape.effect, send, provider=shape.provider, action=shape.action,
                     request=lambda c: shape.params(c.operation_id or ""),
-                    correlation=lambda c: shape.correlation, uses_key=shape.keyed)
+                    correlation=lambda c: shape.correlation, uses_key=shape.keyed,
+                    tagged=OPERATION in repr(shape.body))  # metadata or a marker
 
     reader = Tool(ToolSpec("read_channel", "read the channel's latest messages",
                            {"type": "object"}), Effect.READ_ONLY, read_channel)

@@ -221,7 +221,8 @@ class ToolGate:
             call.operation_id, tool.request_hash(tool_call), self._intent_key(tool, view, call),
             tool.provider, tool.action or tool.name, tool.effect, self.now(),
             run_id=view.run_id, tool_call_id=call.tool_call_id,
-            correlation=dict(tool.correlation(tool_call)) if tool.correlation else {}))
+            correlation=dict(tool.correlation(tool_call)) if tool.correlation else {},
+            carries=tool.carries))
 
     def _record_attempt(self, tool: Tool, view: RunView, call: CallView, number: int,
                         at: datetime, output: ToolOutput | None) -> None:

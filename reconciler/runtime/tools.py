@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.domain import Effect, Match, Outcome
+from reconciler.domain import Carried, Effect, Match, Outcome
 from reconciler.hashing import canonical_json, derive_idempotency_key, request_hash
 from reconciler.runs.messages import ToolSpec
 from reconciler.runtime.cancel import CancelSignal
@@ -61,7 +61,10 @@ class Tool:
     `request` gives the exact parameters the provider receives, whose hash the intent records
     (default: the tool input); `correlation` the references probes search by; `uses_key` whether
     the derived idempotency key is sent to the provider (default: for idempotent writes);
-    `needs_approval` whether a human approves each call before it is first sent.
+    `tagged` whether the handler attaches the call's operation id where the provider keeps
+    metadata (Stripe's `metadata[operation_id]`): with the key, what the intent says the request
+    carried (SPEC section 3), which a probe can find the effect by; `needs_approval` whether a
+    human approves each call before it is first sent.
     """
 
     spec: ToolSpec
@@ -72,6 +75,7 @@ class Tool:
     request: Callable[[ToolCall], Any] | None = None
     correlation: Callable[[ToolCall], Mapping[str, str]] | None = None
     uses_key: bool | None = None
+    tagged: bool = False
     #: Ask a human before the first dispatch (the run pauses in awaiting_approval with the
     #: call and a resume token). Side-effecting calls to a provider whose contract says
     #: `compensable: false` are asked about whatever this says.
@@ -88,6 +92,12 @@ class Tool:
     @property
     def sends_key(self) -> bool:
         return self.effect is Effect.IDEMPOTENT_WRITE if self.uses_key is None else self.uses_key
+
+    @property
+    def carries(self) -> frozenset[Carried]:
+        """What a call's request carries that a probe can find its effect by (SPEC section 3)."""
+        return frozenset({Carried.IDEMPOTENCY_KEY} if self.sends_key else ()) | frozenset(
+            {Carried.OPERATION_ID} if self.tagged else ())
 
     def request_hash(self, call: ToolCall) -> str:
         return request_hash(self.request(call) if self.request else dict(call.input))
