@@ -165,7 +165,7 @@ class EffectCall:
     def begin(self) -> None:
         recorded = self.backend.record_intent(self.intent)
         self.standing = recorded.value
-        self.attempts = len(recorded.value.attempts)
+        self.attempts = recorded.value.attempts_made
         self.resumed = not recorded.created
 
     def gate(self) -> Applied | None:

@@ -24,10 +24,6 @@ class IntentConflictError(ReconcilerError):
     """An intent with this operation id exists with another hash or key; use a new operation id."""
 
 
-class AttemptConflictError(ReconcilerError):
-    """This attempt number is already recorded with other facts; number the next attempt n+1."""
-
-
 class RetryNotGrantedError(ReconcilerError):
     """Attempt n>=2 without the live retry grant for that number: do not send; ask /retry.
 

@@ -252,6 +252,12 @@ class OperationOut(BaseModel):
     escalated: bool
     evaluated_at: datetime
 
+    @property
+    def attempts_made(self) -> int:
+        """How many attempts were made: the highest number recorded (`attempts` lists every
+        report of each, SPEC section 4, so an attempt reported twice is one attempt)."""
+        return max((a.attempt for a in self.attempts), default=0)
+
 
 class RetryOut(BaseModel):
     allowed: bool

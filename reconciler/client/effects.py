@@ -150,7 +150,7 @@ class TrackedEffect(_Tracking):
 
     def __enter__(self) -> Self:
         recorded = self.client.record_intent(self.intent)
-        self.attempts = len(recorded.value.attempts)
+        self.attempts = recorded.value.attempts_made
         self.resumed = not recorded.created
         return self
 
@@ -187,7 +187,7 @@ class AsyncTrackedEffect(_Tracking):
 
     async def __aenter__(self) -> Self:
         recorded = await self.client.record_intent(self.intent)
-        self.attempts = len(recorded.value.attempts)
+        self.attempts = recorded.value.attempts_made
         self.resumed = not recorded.created
         return self
 

@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from reconciler.domain import Attempt, Effect, Intent, Outcome, Verdict
-from reconciler.errors import AttemptConflictError, RetryNotGrantedError, RunConflictError
+from reconciler.errors import RetryNotGrantedError, RunConflictError
 from reconciler.gate import RetryGate, RetryRequest
 from reconciler.hashing import request_hash
 from reconciler.ledger import Judgement, Ledger
@@ -183,7 +183,7 @@ class ToolGate:
         opened = recorded.get(call.dispatches)
         if opened is not None and opened.outcome is not Outcome.DISPATCHING:
             return
-        if opened is None and call.dispatches <= len(facts.attempts):
+        if opened is None and call.dispatches <= max(recorded, default=0):
             return
         intent = facts.intent
         self.ledger.record_attempt(Attempt(
@@ -241,13 +241,6 @@ class ToolGate:
             raise RunConflictError(view.run_id, f"attempt {number} of tool call "
                                    f"{call.tool_call_id!r} lost its retry grant before it was "
                                    "sent (nothing was sent); reload the run") from None
-        except AttemptConflictError:
-            # A worker that cancelled or took over the run closed this attempt as a timeout
-            # while it was in flight: the reconciler holds the call in doubt, and the run has
-            # moved on without this answer.
-            raise RunConflictError(view.run_id, f"attempt {number} of tool call "
-                                   f"{call.tool_call_id!r} was closed by another worker while "
-                                   "in flight; reload the run") from None
 
 
 def _failed(tool: Tool, exc: Exception) -> ToolOutput:

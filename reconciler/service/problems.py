@@ -23,7 +23,6 @@ from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reconciler.errors import (
-    AttemptConflictError,
     FactTimeError,
     IntentConflictError,
     ReconcilerError,
@@ -57,8 +56,6 @@ NOT_FOUND = ProblemType("not-found", 404, "No such resource")
 METHOD_NOT_ALLOWED = ProblemType("method-not-allowed", 405, "Method not allowed")
 INTENT_CONFLICT = ProblemType("intent-conflict", 409, "Operation id already recorded with another "
                                                "hash or key")
-ATTEMPT_CONFLICT = ProblemType("attempt-conflict", 409,
-                               "Attempt number already recorded with other facts")
 RETRY_IN_PROGRESS = ProblemType("retry-in-progress", 409, "Another caller holds the retry lease")
 #: Opening attempt n>=2 without the live grant for it: the caller must not send (SPEC rule 6).
 RETRY_NOT_GRANTED = ProblemType("retry-not-granted", 409, "No retry grant for this attempt: "
@@ -77,7 +74,6 @@ _BY_STATUS = {k.status: k for k in (BAD_REQUEST, UNAUTHORIZED, NOT_FOUND, METHOD
 _BY_ERROR: dict[type[ReconcilerError], ProblemType] = {
     UnknownOperationError: UNKNOWN_OPERATION,
     IntentConflictError: INTENT_CONFLICT,
-    AttemptConflictError: ATTEMPT_CONFLICT,
     StoreUnavailableError: STORE_UNAVAILABLE,
     FactTimeError: VALIDATION,
 }
