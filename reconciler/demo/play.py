@@ -35,8 +35,9 @@ from reconciler.sweep import Sweeper
 
 RUN_ID = "demo-run"
 #: Reconcile rounds per dispatch, and the real-time wait between them: enough to outlast the
-#: visibility window (scenarios.VISIBILITY_LAG_S) with room to spare.
-ROUNDS, ROUND_WAIT_S = 6, 0.3
+#: settle time and the visibility window after it (scenarios.IN_FLIGHT_S + VISIBILITY_LAG_S)
+#: with room to spare.
+ROUNDS, ROUND_WAIT_S = 10, 0.3
 #: The agent's patience per dispatch, and how long `lose_response` holds a request (longer, so
 #: the agent times out).
 CLIENT_TIMEOUT_S, HOLD_S = 0.3, 1.0

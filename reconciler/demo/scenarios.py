@@ -16,14 +16,18 @@ from reconciler.domain import Verdict
 
 #: The contracts of the four sandbox providers (SPEC section 4). The searches are configured to
 #: lag up to VISIBILITY_LAG_S, longer than any lag a scenario injects (LAG_S), so a lagging zero
-#: observed after the window is a true zero.
+#: observed after the window is a true zero. A request whose answer the agent did not get may
+#: still be applied for IN_FLIGHT_S, longer than any delay a scenario injects (0.6 s), so a zero
+#: read after the settle time is a true zero.
 VISIBILITY_LAG_S = 1.0
 LAG_S = 0.8
+IN_FLIGHT_S = 0.8
 CONTRACTS: dict[str, dict[str, Any]] = {
-    "payments": {"idempotency_keys": True, "visibility_lag_s": VISIBILITY_LAG_S},
-    "email": {"visibility_lag_s": VISIBILITY_LAG_S},
-    "chat": {},
-    "issues": {"visibility_lag_s": VISIBILITY_LAG_S},
+    "payments": {"idempotency_keys": True, "visibility_lag_s": VISIBILITY_LAG_S,
+                 "inflight_s": IN_FLIGHT_S},
+    "email": {"visibility_lag_s": VISIBILITY_LAG_S, "inflight_s": IN_FLIGHT_S},
+    "chat": {"inflight_s": IN_FLIGHT_S},
+    "issues": {"visibility_lag_s": VISIBILITY_LAG_S, "inflight_s": IN_FLIGHT_S},
 }
 #: Probes per provider: the real providers' recipes (docs/probes.md) against the sandbox. The
 #: engine judges absence by the *latest* observation, so Stripe's consistent list is read after
@@ -125,11 +129,12 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("lagging_zero_becomes_conclusive", "email", "ack_no_effect",
              Verdict.FALSE_SUCCESS, reads=_LAGGING, early=Verdict.INDETERMINATE,
              about="200 with a MessageID; the zero counts only after the window"),
-    Scenario("slow_provider_in_flight", "payments", "delay=0.6", Verdict.VERIFIED_NOT_APPLIED,
-             retry=Retry(granted=True, then=Verdict.VERIFIED_APPLIED, after_s=0.5),
-             about="client gave up while the charge was in flight; the list shows none yet, so "
-                   "a same-key retry is granted, and Stripe answers it with the first charge "
-                   "(Idempotent-Replayed), never a second"),
+    Scenario("slow_provider_in_flight", "payments", "delay=0.6", Verdict.VERIFIED_APPLIED,
+             early=Verdict.INDETERMINATE,
+             retry=Retry(granted=False, then=Verdict.VERIFIED_APPLIED),
+             about="client gave up while the charge was in flight; the list shows none yet, "
+                   "which proves nothing until the request has settled: read again then, it "
+                   "finds the charge, and no retry is granted"),
     # Duplicates, and retries a gate refuses.
     Scenario("duplicate_issue", "issues", "duplicate", Verdict.DUPLICATE_EFFECT,
              about="a non-idempotent create that landed twice"),
