@@ -64,8 +64,10 @@ def test_a_slow_clock_cannot_stretch_one_approval_over_two_retries(sidecar: Side
     sidecar.post("/v1/operations/op-1/approval", {"note": "once"})
     grant = sidecar.retry("op-1", "w1").json()
     assert (grant["allowed"], grant["attempt"]) == (True, 2)
-    attempt(sidecar, "op-1", 2, outcome="dispatching", holder="w1", at=claimed(-3.5))
-    attempt(sidecar, "op-1", 2, outcome="timeout", holder="w1", at=claimed(-3.5))
+    token = grant["grant"]
+    attempt(sidecar, "op-1", 2, outcome="dispatching", holder="w1", grant=token,
+            at=claimed(-3.5))
+    attempt(sidecar, "op-1", 2, outcome="timeout", holder="w1", grant=token, at=claimed(-3.5))
     out = observe(sidecar, "op-1")
     assert out["verdict"] == "verified_not_applied"
     assert out["next_action"] == "await_approval"
