@@ -18,13 +18,18 @@ Two orders meet here, as SPEC section 4 fixes them: evidence is weighed against 
 resolution by recorded order (its place), and the latest proof, dispatches and approvals by
 their times. An attempt has no place in the recorded order (attempts and evidence are kept
 apart), and the summary of what was known before a retry takes the evidence dated before it,
-wherever it was recorded: so a store refolds the history when it records an attempt
-(`summarize`), and folds evidence one by one.
+wherever it was recorded. A store folds every fact as it records it (`add_attempt`,
+`complete`, `add_evidence`): a retry that reaches the sidecar in order (numbered above every
+attempt so far, every piece of evidence so far dated before it) starts its summary of what
+was known from a copy of the current one. Only a retry out of order (a lower number than one
+already recorded, evidence dated after it already recorded, a report that reached the sidecar
+earlier than the first one kept) needs the whole history folded again (`summarize`):
+`add_attempt` says so and folds nothing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from reconciler.domain import (
@@ -136,6 +141,11 @@ class Summary:
 
     #: Evidence folded so far: the place of the next one.
     evidence: int = 0
+    #: The latest time of any evidence folded (whether a retry arrives in order).
+    latest_evidence_at: datetime | None = None
+    #: The open (`dispatching`) reports by dispatch time, how many at each: a completion takes
+    #: its opening away, and `open_dispatch_at` is the latest left.
+    open_dispatches: dict[datetime, int] = field(default_factory=dict)
     #: For each retry (n >= 2) of a non_idempotent action: (number, when the sidecar knew of
     #: it, the summary of what was known just before it).
     before_retries: list[tuple[int, datetime, Summary]] = field(default_factory=list)
@@ -206,13 +216,54 @@ class Summary:
 
     # -- the fold ---------------------------------------------------------------------------
 
-    def add_attempt(self, attempt: Attempt) -> None:
-        """Fold in one report of an attempt (a completed attempt replaces its open record by
-        refolding the history, see the module's docstring; a further report of the same number
-        is another report, kept beside the first)."""
+    def add_attempt(self, attempt: Attempt) -> bool:
+        """Fold in one more report of an attempt (a further report of a number already
+        recorded is kept beside the first). False, folding nothing, when it is a retry of a
+        non_idempotent action out of order (see the module's docstring): then only
+        `summarize` over the whole history gives the summary."""
+        if self.intent.effect is Effect.NON_IDEMPOTENT and attempt.number >= 2:
+            sent = reached(attempt)
+            known = next((s for n, s, _ in self.before_retries if n == attempt.number), None)
+            if known is None:
+                if attempt.number <= self.highest_number or (
+                        self.latest_evidence_at is not None and self.latest_evidence_at >= sent):
+                    return False
+                # Everything known so far is what was known just before it.
+                self.before_retries.append((attempt.number, sent, self._copy()))
+            elif sent < known:
+                return False
+        self._fold_attempt(attempt)
+        return True
+
+    def complete(self, open_: Attempt, done: Attempt) -> None:
+        """Fold in `done`, the completion of the open report `open_` already folded (the
+        record `reports.completion` keeps in its place: the same number, dispatch and time of
+        reaching the sidecar, so it belongs to the same summaries before retries)."""
+        for number, _, before in self.before_retries:
+            if open_.number < number:
+                before.complete(open_, done)
+        dispatched = dispatched_at(open_, self.intent)
+        left = self.open_dispatches[dispatched] - 1
+        if left:
+            self.open_dispatches[dispatched] = left
+        else:
+            del self.open_dispatches[dispatched]
+            if self.open_dispatch_at == dispatched:
+                self.open_dispatch_at = max(self.open_dispatches, default=None)
+        self.reports -= 1  # it takes its opening's place
+        self._fold_attempt(done)
+
+    def _copy(self) -> Summary:
+        """What is known now, as the summary of what was known before a retry (which keeps
+        no retries of its own)."""
+        return replace(self, unsettled=dict(self.unsettled), settled=set(self.settled),
+                       receipt_refs=set(self.receipt_refs), refs=set(self.refs),
+                       open_dispatches=dict(self.open_dispatches), before_retries=[])
+
+    def _fold_attempt(self, attempt: Attempt) -> None:
         for number, _, before in self.before_retries:
             if attempt.number < number:
-                before.add_attempt(attempt)
+                before._fold_attempt(attempt)
         intent = self.intent
         number, dispatched = attempt.number, dispatched_at(attempt, intent)
         if number not in self.settled and number not in self.unsettled:
@@ -233,7 +284,8 @@ class Summary:
                               or attempt.request_hash != intent.request_hash)
         self.succeeded |= attempt.succeeded
         if attempt.outcome is Outcome.DISPATCHING:
-            self.open_dispatch_at = _later(self.open_dispatch_at, dispatched_at(attempt, intent))
+            self.open_dispatches[dispatched] = self.open_dispatches.get(dispatched, 0) + 1
+            self.open_dispatch_at = _later(self.open_dispatch_at, dispatched)
         elif attempt.completed_at is not None:
             self.outcome_known_at = _later(self.outcome_known_at, attempt.completed_at)
         if attempt.receipt is not None:
@@ -246,6 +298,7 @@ class Summary:
                 before.add_evidence(evidence)
         place = self.evidence
         self.evidence += 1
+        self.latest_evidence_at = _later(self.latest_evidence_at, evidence.at)
         match evidence:
             case Observation():
                 self._observation(evidence, place)
@@ -295,22 +348,27 @@ class Summary:
             self.receipt_mismatch = True
 
 
+def reached(attempt: Attempt) -> datetime:
+    """When a report reached the sidecar, by the sidecar's own clock: a caller's skewed clock
+    neither hides evidence from rule 2 nor invents some."""
+    return attempt.recorded_at or attempt.at
+
+
 def summarize(facts: Facts) -> Summary:
     """The fold of a whole history: its attempts, then its evidence in recorded order."""
     summary = Summary(facts.intent)
     if facts.intent.effect is Effect.NON_IDEMPOTENT:
-        # What was known when a retry reached the sidecar, by the sidecar's own clock: a
-        # caller's skewed clock neither hides evidence from rule 2 nor invents some.
-        # An attempt reported more than once reached the sidecar with its first report.
+        # What was known when a retry reached the sidecar: an attempt reported more than once
+        # reached it with its first report.
         first: dict[int, datetime] = {}
         for a in facts.attempts:
             if a.number >= 2:
-                sent = a.recorded_at or a.at
+                sent = reached(a)
                 first[a.number] = min(first.get(a.number, sent), sent)
         summary.before_retries = [(number, sent, Summary(facts.intent))
                                   for number, sent in sorted(first.items())]
     for attempt in facts.attempts:
-        summary.add_attempt(attempt)
+        summary._fold_attempt(attempt)
     for evidence in facts.evidence:
         summary.add_evidence(evidence)
     return summary

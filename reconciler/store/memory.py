@@ -6,9 +6,10 @@ Nothing survives the process, so a sidecar never serves from it. Thread-safe: on
 for each call as a transaction would be.
 
 Each operation keeps the summary of its facts (reconciler.summary) folded as they are recorded,
-so that deciding after a new piece of evidence costs the same whatever the operation's history
-(replay decides after every line). An attempt refolds the history: what was known before a
-retry is the evidence dated before it, wherever it was recorded.
+so that deciding after a new fact costs the same whatever the operation's history (replay
+decides after every line). Only a retry of a non_idempotent action out of order refolds the
+history: what was known before a retry is the evidence dated before it, wherever it was
+recorded (reconciler.summary).
 """
 
 from __future__ import annotations
@@ -83,24 +84,36 @@ class _Operation:
     #: Every report of every attempt, in recorded order (a completion fills its opening's).
     reports: list[Attempt] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
+    #: Where the reports of each attempt number are in `reports`.
+    numbered: dict[int, list[int]] = field(default_factory=dict)
+    #: Each completion as (index in `reports`, the open report it replaced), in order: a
+    #: snapshot taken before it puts the open report back when it is read.
+    completions: list[tuple[int, Attempt]] = field(default_factory=list)
 
     @property
     def attempts(self) -> set[int]:
         """The attempt numbers recorded."""
-        return {a.number for a in self.reports}
+        return set(self.numbered)
 
     def facts(self) -> Facts:
-        return Facts(self.intent, self._attempts(), tuple(self.evidence))
+        return Facts(self.intent, tuple(self.reports), tuple(self.evidence))
 
     def snapshot(self) -> Snapshot:
-        """The facts as they stand, copied only when read: the evidence is only ever appended
-        to, so what it holds now stays its first `len` entries."""
-        intent, attempts, evidence, count = (self.intent, self._attempts(), self.evidence,
-                                             len(self.evidence))
-        return Snapshot(lambda: Facts(intent, attempts, tuple(evidence[:count])))
+        """The facts as they stand, copied only when read: the reports and evidence are only
+        ever appended to but for completions, which are logged, so what they hold now is their
+        first entries with the completions since undone."""
+        intent, reports, completions, evidence = (self.intent, self.reports, self.completions,
+                                                  self.evidence)
+        counts = len(reports), len(completions), len(evidence)
 
-    def _attempts(self) -> tuple[Attempt, ...]:
-        return tuple(self.reports)
+        def read() -> Facts:
+            kept = reports[:counts[0]]
+            for index, open_ in reversed(completions[counts[1]:]):
+                if index < counts[0]:
+                    kept[index] = open_
+            return Facts(intent, tuple(kept), tuple(evidence[:counts[2]]))
+
+        return Snapshot(read)
 
     def add_evidence(self, evidence: Evidence) -> None:
         kept = _kept(evidence)
@@ -108,18 +121,24 @@ class _Operation:
         self.summary.add_evidence(kept)
 
     def put_attempt(self, attempt: Attempt) -> bool:
-        """Keep a report of `attempt` (store/reports.py); False for an identical repeat."""
-        kept = [a for a in self.reports if a.number == attempt.number]
+        """Keep a report of `attempt` (store/reports.py) and fold it into the summary; False
+        for an identical repeat. Only a retry out of order refolds the whole history."""
+        where = self.numbered.setdefault(attempt.number, [])
+        kept = [self.reports[i] for i in where]
         attempt = reports.as_reported(kept, attempt)
         if reports.repeats(kept, attempt):
             return False
         index = reports.opened(kept, attempt)
-        if index is None:
-            self.reports.append(attempt)
-        else:
-            self.reports[self.reports.index(kept[index])] = reports.completion(kept[index],
-                                                                               attempt)
-        self.summary = summarize(self.facts())
+        if index is not None:
+            open_, done = kept[index], reports.completion(kept[index], attempt)
+            self.reports[where[index]] = done
+            self.completions.append((where[index], open_))
+            self.summary.complete(open_, done)
+            return True
+        where.append(len(self.reports))
+        self.reports.append(attempt)
+        if not self.summary.add_attempt(attempt):
+            self.summary = summarize(self.facts())
         return True
 
 
