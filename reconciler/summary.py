@@ -48,6 +48,7 @@ from reconciler.domain import (
     Resolution,
     Verdict,
 )
+from reconciler.sight import PROBE_BLIND
 
 PROOF_AUTHORITIES = frozenset({Authority.AUTHORITATIVE, Authority.LAGGING})
 #: The source of a receipt a probe read at the provider (a key record, a receipt lookup).
@@ -126,6 +127,9 @@ class Summary:
     proof_zero: bool = False
     weak_match: bool = False
     probe_unavailable: bool = False
+    #: An empty read was recorded unavailable because its probe could not have seen the
+    #: effect (SPEC section 3, finding probe_blind).
+    probe_blind: bool = False
 
     # -- humans and the gate ----------------------------------------------------------------
     #: The latest recorded resolution and its place.
@@ -325,6 +329,7 @@ class Summary:
             self.weak_match = True
         elif authority is Authority.UNAVAILABLE:
             self.probe_unavailable = True
+            self.probe_blind |= (obs.error or "").startswith(PROBE_BLIND)
         if authority not in PROOF_AUTHORITIES:
             return
         hash_ = self.intent.request_hash

@@ -57,6 +57,7 @@ from reconciler.domain import (
     Resolution,
     Verdict,
 )
+from reconciler.sight import PROBE_BLIND
 from reconciler.summary import PROOF_AUTHORITIES, Summary, authority_of, summarize
 
 
@@ -98,6 +99,9 @@ class Finding:
     WEAK_MATCH = "weak_match"
     #: At least one probe could not answer (or answered with an error).
     PROBE_UNAVAILABLE = "probe_unavailable"
+    #: An empty read by a probe that could not have seen the effect (SPEC section 3: it does not
+    #: cover the action, or finds effects by something the request did not carry): no zero.
+    PROBE_BLIND = PROBE_BLIND
     #: The latest usable zero came before the latest settle time (plus the lag for lagging
     #: reads): the provider may still have been applying the request.
     ZERO_NOT_CONCLUSIVE = "zero_not_conclusive"
@@ -295,6 +299,8 @@ def _side_findings(summary: Summary, seen: _Seen) -> list[str]:
         found.append(Finding.WEAK_MATCH)
     if summary.probe_unavailable:
         found.append(Finding.PROBE_UNAVAILABLE)
+    if summary.probe_blind:
+        found.append(Finding.PROBE_BLIND)
     if summary.receipt_mismatch:
         found.append(Finding.RECEIPT_HASH_MISMATCH)
     if not seen.conclusive_zero and summary.proof_zero:

@@ -14,8 +14,9 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Lowest first. A part is a top-level module or package of reconciler, or probes.
 LAYERS: list[set[str]] = [
     {"domain", "errors", "serving", "metrics", "terminal", "logs", "release"},  # no rules
-    {"summary", "sight"},                                       # facts folded; what a probe sees
-    {"hashing", "verdicts", "runs", "schemas", "fixtures"},     # pure rules and wire shapes
+    {"sight"},                                                  # what a probe could have seen
+    {"summary"},                                                # facts folded for the rules
+    {"hashing", "verdicts", "runs", "schemas", "fixtures", "grants"},  # pure rules, wire shapes
     {"ports", "outcomes", "attention", "retention"},            # the seams; humans; forgetting
     {"schedule"},                                               # pure probe scheduling
     {"store", "ledger", "probes"},                              # facts kept; the one door

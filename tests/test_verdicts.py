@@ -468,3 +468,12 @@ def test_human_resolution_an_attempt_reported_after_it_reopens_it_however_dated(
     reopened = judge(attempt(1, 1), human, attempt(2, 50), now=70)
     assert Finding.RESOLUTION_SUPERSEDED in reopened.findings
     assert reopened.verdict is Verdict.UNSAFE_RETRY
+
+
+def test_probe_blind_an_empty_read_its_probe_could_not_see_by_proves_nothing() -> None:
+    blind = replace(probe(20, U), error="probe_blind: scope: probe 'intents' does not cover "
+                    "action 'charge'; its zero proves nothing")
+    d = judge(attempt(1, 1), blind)
+    assert d.verdict is Verdict.INDETERMINATE and not d.retry_allowed
+    assert {Finding.PROBE_BLIND, Finding.PROBE_UNAVAILABLE} <= set(d.findings)
+    assert Finding.PROBE_BLIND not in judge(attempt(1, 1), probe(20, U)).findings
