@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from reconciler.domain import Effect, Facts, Match, Outcome
+from reconciler import verdicts
+from reconciler.domain import Effect, Facts, Match, Outcome, ProviderContract, Verdict
 from reconciler.hashing import derive_idempotency_key, request_hash
 from reconciler.runs.events import EventKind, RunView
 from reconciler.runs.states import RunState
@@ -169,6 +170,31 @@ def test_a_write_the_provider_shows_not_applied_is_retried_through_the_gate(
     facts = world.store.facts(operation_id(run_id, FIRST))
     assert [(a.number, a.outcome) for a in facts.attempts] == [
         (1, Outcome.TIMEOUT), (2, Outcome.RESPONSE)]
+
+
+@pytest.mark.parametrize("make", WRITES)
+def test_a_write_shown_not_applied_while_it_may_still_be_applied_is_not_retried(
+        world: World, make: Make) -> None:
+    # The field trial: a zero read while the provider was still applying the request opened a
+    # retry, and nothing read the provider again. Here the provider may apply a request for
+    # 30 s after its dispatch (inflight_s): the zero read at once proves nothing.
+    tool = make(uses_key=True)
+    world.store.put_contract(ProviderContract(tool.provider, idempotency_keys=True,
+                                              inflight_s=30))
+    run_id = crashed(world, tool, "delivered")
+    world.reconcile.finds = "not_applied"
+    view = take_over(world, tool, run_id)
+    assert len(tool.calls) == 1 and view.state is S.AWAITING_APPROVAL
+    op = operation_id(run_id, FIRST)
+    early = world.ledger.judge(op).decision
+    assert early.verdict is Verdict.INDETERMINATE and not early.retry_allowed
+    assert verdicts.Finding.ZERO_NOT_CONCLUSIVE in early.findings
+    # Read again after the settle time, the provider shows the request it applied late.
+    world.clock.advance(31)
+    world.reconcile.finds = "applied"
+    judgement = world.reconcile(op)
+    assert judgement is not None
+    assert judgement.decision.verdict is Verdict.VERIFIED_APPLIED and len(tool.calls) == 1
 
 
 @pytest.mark.parametrize(("finds", "verdict", "rounds"), [
