@@ -179,6 +179,7 @@ def test_a_write_shown_not_applied_while_it_may_still_be_applied_is_not_retried(
     # retry, and nothing read the provider again. Here the provider may apply a request for
     # 30 s after its dispatch (inflight_s): the zero read at once proves nothing.
     tool = make(uses_key=True)
+    assert tool.provider is not None
     world.store.put_contract(ProviderContract(tool.provider, idempotency_keys=True,
                                               inflight_s=30))
     run_id = crashed(world, tool, "delivered")
