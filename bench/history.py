@@ -11,16 +11,27 @@ authoritative zero, a second attempt, then probe observations (unavailable, weak
 authoritative zeros in turn), one second apart.
 
 The baseline, measured in the same run, is the whole history decided again after each new fact
-(`verdicts.evaluate` on `store.facts(...)`, what the store did before the summary): in full at
-10 and 1,000 facts; at 10,000 facts only over the last 100 (the history before them recorded
-untimed), as 10,000 whole-history decisions would take minutes. Small histories are repeated
+(`verdicts.evaluate` on `store.facts(...)`, what the store did before the summary): over up
+to 2,000 facts at 10 and 1,000 facts; at 10,000 facts only over the last 100 (the history
+before them recorded untimed), as 10,000 whole-history decisions would take minutes. Small
+histories are repeated
 on fresh operations so that every size times at least 10,000 facts; each size is timed in
 several rounds, product and baseline in turn, and the best round counts (as `timeit` does).
+
+The attempts case (issue 31) does the same for attempts, where the store used to refold the
+whole history on every report: an idempotent_write reported 10, 1,000 and 5,000 times (a
+timeout, a 5xx, a lost connection in turn, every other attempt opened as dispatching and
+completed after), and a non_idempotent charge retried 10, 100 and 400 times in the gate's
+order (each retry opened, timed out, then an authoritative zero after it, so that every retry
+is judged against what was known just before it). Their baselines are timed over the last
+100 and 20 facts of the largest history.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from bench.harness import BenchError, Context, Outcome
@@ -47,8 +58,14 @@ TARGET = 2.0
 START = datetime(2026, 1, 1, tzinfo=UTC)
 CONTRACT = ProviderContract("pay", idempotency_keys=True, visibility_lag_s=30.0,
                             max_attempts=3)
+#: A provider that allows as many retries as the retries case makes: each is judged against
+#: what was known before it, never refused for the budget.
+RETRYING = ProviderContract("retrying", idempotency_keys=True, visibility_lag_s=30.0,
+                            max_attempts=1_000)
 #: Facts timed per size at least (small histories are repeated on fresh operations).
 TIMED_FACTS = 10_000
+#: Facts the whole-history baseline times per size at most (each costs the whole history).
+BASELINE_FACTS = 2_000
 #: The tail of the largest history over which the whole-history baseline is timed.
 TAIL = 100
 
@@ -80,6 +97,39 @@ def history(op: str, size: int) -> list[Fact]:
     return facts[:size]
 
 
+def attempts(op: str, size: int) -> list[Fact]:
+    """An idempotent_write and `size` reports of its attempts, one second apart; every other
+    attempt opened as dispatching first and completed a second later."""
+    outcomes = [(Sent.TIMEOUT, None), (Sent.RESPONSE, 503), (Sent.CONNECTION_ERROR, None)]
+    facts: list[Fact] = [Intent(op, "h0", "k0", CONTRACT.name, "write",
+                                Effect.IDEMPOTENT_WRITE, START)]
+    for n in range(1, size + 1):
+        outcome, status = outcomes[n % len(outcomes)]
+        at = START + timedelta(seconds=2 * n)
+        done = Attempt(op, n, "k0", "h0", at, outcome, status, recorded_at=at)
+        if n % 2:
+            facts.append(replace(done, outcome=Sent.DISPATCHING, status=None))
+            done = replace(done, recorded_at=at + timedelta(seconds=1))
+        facts.append(done)
+    return facts
+
+
+def retries(op: str, size: int) -> list[Fact]:
+    """A non_idempotent charge retried `size` times in order: each attempt opened, timed out,
+    then an authoritative zero once it settled (what the gate grants the next one on)."""
+    facts: list[Fact] = [Intent(op, "h0", "k0", RETRYING.name, "charge",
+                                Effect.NON_IDEMPOTENT, START)]
+    for n in range(1, size + 1):
+        at = START + timedelta(minutes=3 * n)
+        settled = at + timedelta(seconds=RETRYING.inflight_s + 30)
+        opened = Attempt(op, n, "k0", "h0", at, Sent.DISPATCHING, recorded_at=at)
+        facts += [opened, replace(opened, outcome=Sent.TIMEOUT,
+                                  recorded_at=at + timedelta(seconds=1)),
+                  Observation(op, settled, "charges", Authority.AUTHORITATIVE,
+                              recorded_at=settled)]
+    return facts
+
+
 def _record(ledger: Ledger, fact: Fact) -> None:
     """Record one fact through the one door; each recording call decides the verdict."""
     match fact:
@@ -96,8 +146,7 @@ def _product(histories: list[list[Fact]], timed_from: int = 0) -> float:
     each history's fact number `timed_from` on (those before it recorded untimed)."""
     prepared = []
     for facts in histories:
-        store, clock = MemoryStore(), ManualClock(START)
-        store.put_contract(CONTRACT)
+        store, clock = _store_of_contracts(), ManualClock(START)
         ledger = Ledger(store, clock)
         for fact in facts[:timed_from]:
             clock.set(fact.at)
@@ -117,7 +166,8 @@ def _agrees(ledger: Ledger, facts: list[Fact]) -> None:
     """The measured path decided what the whole history gives, or its figure means nothing."""
     op = facts[0].operation_id
     folded = ledger.judge(op).decision
-    whole = evaluate(ledger.store.facts(op), CONTRACT, ledger.clock())
+    facts_now = ledger.store.facts(op)
+    whole = evaluate(facts_now, ledger.store.contract(facts_now.intent.provider), ledger.clock())
     if folded != whole:
         raise BenchError(f"the summary decided {folded}, the whole history {whole}")
 
@@ -127,8 +177,7 @@ def _baseline(histories: list[list[Fact]], timed_from: int = 0) -> float:
     history again, timed from each history's fact number `timed_from` on."""
     prepared = []
     for facts in histories:
-        store = MemoryStore()
-        store.put_contract(CONTRACT)
+        store = _store_of_contracts()
         for fact in facts[:timed_from]:
             _store(store, fact)
         prepared.append((store, facts[timed_from:]))
@@ -136,9 +185,17 @@ def _baseline(histories: list[list[Fact]], timed_from: int = 0) -> float:
     for store, facts in prepared:
         for fact in facts:
             _store(store, fact)
-            evaluate(store.facts(fact.operation_id), CONTRACT, fact.at)
+            recorded = store.facts(fact.operation_id)
+            evaluate(recorded, store.contract(recorded.intent.provider), fact.at)
     spent = time.process_time() - started
     return spent / sum(len(f) for _, f in prepared)
+
+
+def _store_of_contracts() -> MemoryStore:
+    store = MemoryStore()
+    store.put_contract(CONTRACT)
+    store.put_contract(RETRYING)
+    return store
 
 
 def _store(store: MemoryStore, fact: Fact) -> None:
@@ -151,51 +208,80 @@ def _store(store: MemoryStore, fact: Fact) -> None:
             store.record_evidence(fact)
 
 
-def _histories(size: int) -> list[list[Fact]]:
-    """Enough operations of `size` facts to time TIMED_FACTS facts at least."""
-    return [history(f"op-{size}-{n}", size) for n in range(-(-TIMED_FACTS // size))]
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One shape of history, at growing sizes (the last one's baseline timed over its tail)."""
+
+    name: str
+    build: Callable[[str, int], list[Fact]]
+    sizes: tuple[int, ...]
+    tail: int
+    unit: str
+
+
+EVIDENCE = Case("facts", history, (10, 1_000, 10_000), TAIL, "facts")
+ATTEMPTS = Case("attempts", attempts, (10, 1_000, 5_000), TAIL, "attempts")
+RETRIES = Case("retries", retries, (10, 100, 400), 20, "retries")
+
+
+def _histories(case: Case, size: int) -> list[list[Fact]]:
+    """Enough operations of `size` (facts, attempts, retries) to time TIMED_FACTS facts at
+    least."""
+    facts = len(case.build("op-size", size))
+    return [case.build(f"op-{case.name}-{size}-{n}", size)
+            for n in range(-(-TIMED_FACTS // facts))]
 
 
 def _us(seconds: float) -> str:
     return f"{seconds * 1e6:,.1f} us"
 
 
-def run(ctx: Context) -> Outcome:
-    sizes = [10, ctx.size(1_000, 1_000), ctx.size(10_000, 10_000)]
-    rounds = 1 if ctx.mode == "tiny" else ctx.size(2, 3)
-    out = Outcome(NAME, f"recording and deciding one operation's facts, per fact, at "
-                        f"{', '.join(f'{n:,}' for n in sizes)} facts (memory store, replay's "
-                        "path)")
-    if ctx.mode != "full":
-        out.notes.append(f"{ctx.mode} mode: sizes {sizes}, best of {rounds} round(s) (the full "
-                         "run: 10, 1,000, 10,000, best of 3)")
+def _measure(out: Outcome, case: Case, sizes: list[int], rounds: int) -> float:
+    """Time `case` at `sizes` (product and baseline in turn, best of `rounds`), write its
+    figures, and return the per-fact cost at the largest size over that at the smallest."""
     largest = sizes[-1]
-    tail = min(TAIL, largest)
+    tail = min(case.tail, len(case.build("op-tail", largest)) - 1)
     product: dict[int, float] = {}
     whole: dict[int, float] = {}
     whole_tail = product_tail = float("inf")
     for _ in range(rounds):
         for size in sizes:
-            histories = _histories(size)
+            histories = _histories(case, size)
             product[size] = min(product.get(size, float("inf")), _product(histories))
             if size < largest:
-                whole[size] = min(whole.get(size, float("inf")), _baseline(histories))
-        big = [history("op-tail", largest)]
-        product_tail = min(product_tail, _product(big, largest - tail))
-        whole_tail = min(whole_tail, _baseline(big, largest - tail))
+                some = histories[:max(1, BASELINE_FACTS // len(histories[0]))]
+                whole[size] = min(whole.get(size, float("inf")), _baseline(some))
+        big = [case.build("op-tail", largest)]
+        product_tail = min(product_tail, _product(big, len(big[0]) - tail))
+        whole_tail = min(whole_tail, _baseline(big, len(big[0]) - tail))
     for size in sizes:
-        line = f"{size:>6,} facts: summary {_us(product[size])} per fact"
+        line = f"{size:>6,} {case.unit}: summary {_us(product[size])} per fact"
         if size in whole:
             line += (f"; whole history decided again {_us(whole[size])} per fact "
                      f"({whole[size] / product[size]:,.1f}x)")
         out.figure(line)
-    out.figure(f"the last {tail} facts of {largest:,}: summary {_us(product_tail)} per fact; "
-               f"whole history decided again {_us(whole_tail)} per fact "
+    out.figure(f"the last {tail} facts of {largest:,} {case.unit}: summary {_us(product_tail)} "
+               f"per fact; whole history decided again {_us(whole_tail)} per fact "
                f"({whole_tail / product_tail:,.1f}x)")
-    out.ratio(f"per-fact cost, {largest:,} facts vs 10", product[largest] / product[10], TARGET,
-              higher_is_better=False)
+    return product[largest] / product[sizes[0]]
+
+
+def run(ctx: Context) -> Outcome:
+    rounds = 1 if ctx.mode == "tiny" else ctx.size(2, 3)
+    # A tiny run (the tests') shrinks every size but the smallest, never below it.
+    cases = [(case, sorted({case.sizes[0], *(max(case.sizes[0] + 1, ctx.size(n, n))
+                                             for n in case.sizes[1:])}))
+             for case in (EVIDENCE, ATTEMPTS, RETRIES)]
+    out = Outcome(NAME, "recording and deciding one operation's facts, per fact, as its "
+                        "history grows: " + "; ".join(
+                            f"{', '.join(f'{n:,}' for n in sizes)} {case.unit}"
+                            for case, sizes in cases) + " (memory store, replay's path)")
+    if ctx.mode != "full":
+        out.notes.append(f"{ctx.mode} mode: best of {rounds} round(s) (the full run: best of 3)")
+    for case, sizes in cases:
+        out.ratio(f"per-fact cost, {sizes[-1]:,} {case.unit} vs {sizes[0]}",
+                  _measure(out, case, sizes, rounds), TARGET, higher_is_better=False)
     out.notes.append("the summary's figures include the ledger's whole recording call (stamp, "
                      "record, decide, cache, the judgement); the baseline's only the store's "
                      "record and the engine on the whole history")
     return out
-
