@@ -114,13 +114,15 @@ def next_round(summary: Summary, decision: Decision, contract: ProviderContract,
 
 
 #: A zero counts only strictly after the settle time: the round that reads it comes this late.
-_JUST_AFTER = timedelta(milliseconds=1)
+_JUST_AFTER_S = 0.001
 
 
 def _zero_counts_in(summary: Summary, contract: ProviderContract, now: datetime
                     ) -> tuple[float, float]:
-    """Seconds from `now` until an authoritative zero first counts (just after the settle time)
-    and until a lagging one does (the end of the visibility window after it)."""
+    """Seconds from `now` until an authoritative zero first counts (just after the settle time,
+    when that is still ahead) and until a lagging one does (the end of the visibility window
+    after it); zero or less when already past."""
     settled = summary.latest_settle(contract.inflight_s)
-    window_ends = settled + timedelta(seconds=contract.visibility_lag_s)
-    return ((settled + _JUST_AFTER - now).total_seconds(), (window_ends - now).total_seconds())
+    until_settled = (settled - now).total_seconds()
+    window_ends = until_settled + contract.visibility_lag_s
+    return (until_settled + _JUST_AFTER_S if until_settled > 0 else 0.0, window_ends)
