@@ -20,10 +20,18 @@ retry grant allows. The kill points are the worker's own steps, reached in a fix
 and one plan kills from a timer while the provider holds the request, which it commits after
 the worker died. The worker kills itself with SIGKILL (reconciler.chaos.worker's `killer`, the
 chaos runner's), so the process that made the effect is the one that dies, with nothing
-flushed. The provider's contract says it takes idempotency keys (so the gate may grant a retry
-once the provider shows no charge), but the worker sends none, so the sandbox cannot
-deduplicate a resend: exactly one charge is the reconciler's doing alone. The restarted worker
-runs under the same holder name, as a supervisor restarts a worker (ToolEffects.holder).
+flushed. The charge tool is declared keyed and tagged, and sends what its intent records: the
+operation id as the idempotency key (`Idempotency-Key`) and in `metadata[operation_id]`, where
+the probes find it (a key recorded and not sent would be a false statement of the intent, SPEC
+section 3). So the sandbox deduplicates a resend under the same key once the first request has
+committed (a replay) or while it is in flight (409): one charge shows that every send after a
+kill either went through the gate's grant or reused the key, not that the reconciler alone
+kept a second charge from happening. The restarted worker runs under the same holder name, as
+a supervisor restarts a worker (ToolEffects.holder).
+
+`Job.keyless` runs a worker whose tool sends neither (no key, no operation id in the
+metadata), and each worker writes what the gate answered it and how many writes it sent
+(`GateLog`), for tests of the gate's answers rather than kills (test_e2e_late_commit.py).
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ from reconciler.client.calls import Reply
 from reconciler.client.effects import Recorder
 from reconciler.effect import effect
 from reconciler.effect_backends import EmbeddedBackend
+from reconciler.errors import RetryRefusedError
 from reconciler.hashing import request_hash
 from reconciler.integrations.tool_calls import ToolEffects, tool_operation
 from reconciler.runtime.toolgate import Hook, no_hook
@@ -63,6 +72,8 @@ EXAMPLES = Path(__file__).parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
 from sandbox_charge import ARGUMENTS, Payments, charge_body  # noqa: E402
+from worker_log import Logged as Logged  # noqa: E402  (the gate log's entries, for its readers)
+from worker_log import UntaggedPayments, logged, untagged  # noqa: E402
 
 PROVIDER = "stripe"
 #: A worker that outlives this is killed by the harness and its run counted as failed.
@@ -122,14 +133,18 @@ PLANS: tuple[Plan, ...] = (
 
 
 class KillingRecorder:
-    """`backend`, reaching `hook` before and after each of its calls."""
+    """`backend`, reaching `hook` before and after each of its calls, and logging its
+    dispatches, verdicts and retry answers in `log`."""
 
-    def __init__(self, backend: Recorder, hook: Hook) -> None:
+    def __init__(self, backend: Recorder, hook: Hook, log: list[Logged] | None = None) -> None:
         self.backend, self.hook = backend, hook
+        self.log = [] if log is None else log
 
     def _around(self, name: str, *args: Any) -> Any:
         self.hook(f"before {name}", "", None)
         result = getattr(self.backend, name)(*args)
+        if (entry := logged(name, result, *args)) is not None:
+            self.log.append(entry)
         self.hook(f"after {name}", "", None)
         return result
 
@@ -173,14 +188,17 @@ class Worker:
     payments: Payments
     backend: Recorder
     probes: dict[str, Sequence[Probe]] = field(default_factory=dict)
+    #: The charge sends no key and no operation id (Job.keyless).
+    keyless: bool = False
 
     @property
     def holder(self) -> str:
         return f"worker-{self.run_id}"
 
     def effects(self) -> ToolEffects:
+        sends = frozenset() if self.keyless else frozenset({"charge"})
         return ToolEffects(PROVIDER, backend=self.backend, requests={"charge": charge_body},
-                           holder=self.holder, keyed={"charge"}, tagged={"charge"})
+                           holder=self.holder, keyed=sends, tagged=sends)
 
 
 @dataclass(frozen=True)
@@ -219,12 +237,12 @@ def effect_body(run_id: str) -> Mapping[str, Any]:
 
 def drive_effect(worker: Worker) -> list[str]:
     """`@effect` on a plain function, called twice, as a caller that tries again would (a
-    failed call's error is its answer)."""
+    failed call's error is its answer: the provider's, a timeout, or the gate's refusal)."""
     body = effect_body(worker.run_id)
 
     @effect(provider=PROVIDER, action="payment_intents.create", operation_id=worker.run_id,
-            key=worker.run_id, params=body, backend=worker.backend, holder=worker.holder,
-            tagged=True)
+            key=None if worker.keyless else worker.run_id, params=body,
+            backend=worker.backend, holder=worker.holder, tagged=not worker.keyless)
     def charge() -> dict[str, Any]:
         return worker.payments.send(body, worker.run_id)
 
@@ -232,7 +250,7 @@ def drive_effect(worker: Worker) -> list[str]:
     for _ in range(2):
         try:
             answers.append(str(charge()))
-        except httpx.HTTPStatusError as failed:
+        except (httpx.HTTPError, RetryRefusedError) as failed:
             answers.append(f"failed: {failed}")
     return answers
 
@@ -249,7 +267,8 @@ ADAPTERS: dict[str, Adapter] = {
 
 @dataclass(frozen=True)
 class Job:
-    """One worker: `adapter`'s run `run_id`, killed by `plan` (None: runs to its end)."""
+    """One worker: `adapter`'s run `run_id`, killed by `plan` (None: runs to its end); its
+    charge tool `keyless` (sends no key and no operation id) or keyed and tagged."""
 
     adapter: str
     run_id: str
@@ -258,17 +277,35 @@ class Job:
     config: Path
     sandbox_url: str
     out: Path
+    keyless: bool = False
+
+    @property
+    def log(self) -> Path:
+        """Where the worker writes its gate log (`gate_log`)."""
+        return self.out.with_suffix(".gate.json")
+
+
+def gate_log(job: Job) -> list[Logged]:
+    """What `job`'s worker sent ({"call": "send"}), recorded and was answered, in order."""
+    return json.loads(job.log.read_text())  # type: ignore[no-any-return]
 
 
 def work(job: Job) -> None:
     """The forked worker's whole life: the run, its tool results written to `job.out`."""
     plan = job.plan
-    hook = plan.hook() if plan else no_hook
+    kill = plan.hook() if plan else no_hook
+    log: list[Logged] = []
+
+    def hook(point: str, run_id: str, tool_call_id: str | None) -> None:
+        if point == "sending":
+            log.append({"call": "send", "at": time.time()})
+        kill(point, run_id, tool_call_id)
+
     # The worker sends the key its intents record (a key recorded and not sent would be a
     # false statement of the intent, SPEC section 3; a retry grant needs one, SPEC rule 6).
-    payments = Payments(job.sandbox_url, [plan.fault] if plan and plan.fault else [],
-                        keyed=True,
-                        http=httpx.Client(timeout=1.0, transport=KillingTransport(hook)))
+    payments = (UntaggedPayments if job.keyless else Payments)(
+        job.sandbox_url, [plan.fault] if plan and plan.fault else [], keyed=True,
+        http=httpx.Client(timeout=1.0, transport=KillingTransport(hook)))
     configured = load_providers(job.config)
     probes: dict[str, Sequence[Probe]] = {}
 
@@ -277,9 +314,11 @@ def work(job: Job) -> None:
 
     with EmbeddedBackend(job.db, probes_for=probes_for,
                          contracts=[setup.contract for setup in configured.values()]) as store:
-        worker = Worker(job.run_id, payments, KillingRecorder(store, hook), probes)
+        worker = Worker(job.run_id, payments, KillingRecorder(store, hook, log), probes,
+                        job.keyless)
         answers = ADAPTERS[job.adapter].drive(worker)
     job.out.write_text(json.dumps(answers))
+    job.log.write_text(json.dumps(log))
 
 
 def _serve(conn: Connection, modules: Sequence[str]) -> None:
@@ -369,16 +408,25 @@ def kill_and_restart(zygote: Zygote, sandbox: RunningSandbox, adapter: str, conf
         first = zygote.run(Job(adapter, run_id, plan, db, config, sandbox.url, out))
         time.sleep(plan.settle_s)
         second = zygote.run(Job(adapter, run_id, None, db, config, sandbox.url, out))
-        wanted = request_hash(dict(ADAPTERS[adapter].body(run_id)))
-        charges = [r.ref for r in sandbox.state.objects() if r.request_hash == wanted]
+        charges = charges_of(sandbox, adapter, run_id)
         answers = json.loads(out.read_text()) if second == 0 else []
         runs.append(KillRun(plan, first, second, charges, answers))
     return runs
 
 
-def sandbox_config(sandbox: RunningSandbox, folder: Path) -> Path:
-    """examples/reconciler.toml, reading `sandbox`."""
+def charges_of(sandbox: RunningSandbox, adapter: str, run_id: str,
+               keyless: bool = False) -> list[str]:
+    """The charges at the sandbox for `adapter`'s run `run_id`: by the hash of the body sent."""
+    body = dict(ADAPTERS[adapter].body(run_id))
+    wanted = request_hash(untagged(body) if keyless else body)
+    return [r.ref for r in sandbox.state.objects() if r.request_hash == wanted]
+
+
+def sandbox_config(sandbox: RunningSandbox, folder: Path, inflight_s: float = 0.0) -> Path:
+    """examples/reconciler.toml, reading `sandbox`, its requests in flight `inflight_s`."""
     text = (EXAMPLES / "reconciler.toml").read_text()
+    assert "\ninflight_s = 0\n" in text
     config = folder / "reconciler.toml"
-    config.write_text(text.replace("http://127.0.0.1:8081", sandbox.url))
+    config.write_text(text.replace("http://127.0.0.1:8081", sandbox.url).replace(
+        "\ninflight_s = 0\n", f"\ninflight_s = {inflight_s}\n"))
     return config
