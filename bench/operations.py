@@ -40,9 +40,10 @@ from reconciler.verdicts import evaluate
 
 PROVIDER = "pay"
 REQUEST_HASH = "sha256:" + "5e" * 32
-#: Keys, a retry budget and an hour to reconcile: a zero opens a retry, a receipt settles it.
+#: Keys, a retry budget and an hour to reconcile: a zero opens a retry, a receipt settles it. A
+#: timed-out request may be applied for a second after its dispatch (the settle time).
 CONTRACT = ProviderContract(name=PROVIDER, idempotency_keys=True, max_attempts=3,
-                            reconcile_deadline_s=3600, visibility_lag_s=5)
+                            reconcile_deadline_s=3600, visibility_lag_s=5, inflight_s=1)
 CHUNK = 10_000
 
 
@@ -57,12 +58,12 @@ def intent_of(operation_id: str, at: datetime) -> Intent:
 
 def retryable(ledger: Ledger, operation_id: str) -> Intent:
     """verified_not_applied with a retry allowed: attempt 1 timed out, then an authoritative
-    read, strictly after that dispatch, found nothing."""
+    read, strictly after that dispatch had settled, found nothing."""
     now = utcnow()
-    intent = intent_of(operation_id, now - timedelta(seconds=3))
+    intent = intent_of(operation_id, now - timedelta(seconds=4))
     ledger.store.record_intent(intent)
     ledger.store.record_attempt(Attempt(operation_id, 1, intent.idempotency_key,
-                                        REQUEST_HASH, now - timedelta(seconds=2),
+                                        REQUEST_HASH, now - timedelta(seconds=3),
                                         Outcome.TIMEOUT))
     judgement = ledger.record_evidence(Observation(operation_id, now - timedelta(seconds=1),
                                                    "bench.lookup", Authority.AUTHORITATIVE))
