@@ -40,6 +40,7 @@ import importlib
 import json
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import threading
@@ -422,11 +423,15 @@ def charges_of(sandbox: RunningSandbox, adapter: str, run_id: str,
     return [r.ref for r in sandbox.state.objects() if r.request_hash == wanted]
 
 
-def sandbox_config(sandbox: RunningSandbox, folder: Path, inflight_s: float = 0.0) -> Path:
-    """examples/reconciler.toml, reading `sandbox`, its requests in flight `inflight_s`."""
-    text = (EXAMPLES / "reconciler.toml").read_text()
-    assert "\ninflight_s = 0\n" in text
+def sandbox_config(sandbox: RunningSandbox, folder: Path, **contract: float) -> Path:
+    """examples/reconciler.toml, reading `sandbox`, with the provider contract's fields in
+    `contract` (inflight_s=3.0, reconcile_deadline_s=1.5) in place of the file's."""
+    text = (EXAMPLES / "reconciler.toml").read_text().replace("http://127.0.0.1:8081",
+                                                              sandbox.url)
+    for name, value in contract.items():
+        text, found = re.subn(rf"^{name} = .*$", f"{name} = {value}", text, flags=re.MULTILINE)
+        if found != 1:
+            raise ValueError(f"examples/reconciler.toml sets {name} {found} times, not once")
     config = folder / "reconciler.toml"
-    config.write_text(text.replace("http://127.0.0.1:8081", sandbox.url).replace(
-        "\ninflight_s = 0\n", f"\ninflight_s = {inflight_s}\n"))
+    config.write_text(text)
     return config

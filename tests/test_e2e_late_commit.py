@@ -53,6 +53,9 @@ DELAY_S = 1.5
 TIMEOUT_S = 1.0
 #: (b)'s provider contract: a timed-out request may still be applied this long after dispatch.
 INFLIGHT_S = 3.0
+#: (a)'s provider contract: an operation still in doubt this long after its intent goes to a
+#: human (the sweep's deadline); as long as the held charge takes to commit.
+DEADLINE_S = DELAY_S
 #: Past a commit or a settle time by this much, on a loaded machine.
 MARGIN_S = 0.3
 
@@ -98,25 +101,40 @@ def calls(log: list[Logged], name: str) -> list[Logged]:
     return [entry for entry in log if entry["call"] == name]
 
 
-def worker_job(adapter: str, provider: RunningSandbox, folder: Path, *, keyless: bool,
-               inflight_s: float) -> Job:
+def contract(keyless: bool) -> dict[str, float]:
+    """(a)'s provider settles at once, so only the probes' sight keeps its zero from counting;
+    (b)'s may still be applying a request `INFLIGHT_S` after its caller stopped waiting."""
+    if keyless:
+        return {"inflight_s": 0.0, "reconcile_deadline_s": DEADLINE_S}
+    return {"inflight_s": INFLIGHT_S}
+
+
+def decided_s(keyless: bool) -> float:
+    """How long after the dispatch the model asks again, in its second run (in the proxy's
+    session, its third call): past the commit and the deadline (a), the settle time (b)."""
+    return (max(DELAY_S, DEADLINE_S) if keyless else INFLIGHT_S) + MARGIN_S
+
+
+def worker_job(adapter: str, provider: RunningSandbox, folder: Path, *,
+               keyless: bool) -> Job:
     run_id = f"{adapter}-{uuid.uuid4().hex[:6]}"
     return Job(adapter, run_id, None, f"sqlite:///{folder / 'r.db'}",
-               sandbox_config(provider, folder, inflight_s), provider.url,
+               sandbox_config(provider, folder, **contract(keyless)), provider.url,
                folder / f"{run_id}.json", keyless=keyless)
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_a_keyless_call_timed_out_while_the_provider_held_it_is_never_sent_again(
         adapter: str, provider: RunningSandbox, zygote: Zygote, tmp_path: Path) -> None:
-    """Even with a provider that settles at once (inflight_s 0): its probes cannot see it."""
-    job = worker_job(adapter, provider, tmp_path, keyless=True, inflight_s=0.0)
+    """Even with a provider that settles at once (inflight_s 0): its probes cannot see it.
+    Past the deadline it is a human's to decide."""
+    job = worker_job(adapter, provider, tmp_path, keyless=True)
     first, log = run(zygote, job)
     [dispatch] = calls(log, "record_attempt")
     asked = calls(log, "ask_retry")
     assert len(calls(log, "send")) == 1 and dispatch["outcome"] == "timeout", log
     assert asked and asked[0]["at"] < dispatch["at"] + DELAY_S, log  # the trial's early read
-    wait_until(dispatch["at"] + DELAY_S + MARGIN_S)  # the held charge has committed
+    wait_until(dispatch["at"] + decided_s(keyless=True))
     again, later = run(zygote, job)  # the model asks again, in a new run
     assert not calls(later, "send"), later
     for answer in [*asked, *calls(later, "ask_retry")]:
@@ -124,13 +142,14 @@ def test_a_keyless_call_timed_out_while_the_provider_held_it_is_never_sent_again
         assert "probe_blind" in answer["findings"], answer  # its reads find nothing by it
     assert all("refused: verdict indeterminate" in told for told in [*first[1:], *again]), (
         first, again)
+    assert all(r["escalated"] for r in calls(later, "reconcile")), later
     assert len(payment_intents(provider)) == 1
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_a_keyed_call_gets_no_retry_before_the_settle_time_and_is_found_applied_after(
         adapter: str, provider: RunningSandbox, zygote: Zygote, tmp_path: Path) -> None:
-    job = worker_job(adapter, provider, tmp_path, keyless=False, inflight_s=INFLIGHT_S)
+    job = worker_job(adapter, provider, tmp_path, keyless=False)
     first, log = run(zygote, job)
     [dispatch] = calls(log, "record_attempt")
     settles = dispatch["at"] + INFLIGHT_S
@@ -141,7 +160,7 @@ def test_a_keyed_call_gets_no_retry_before_the_settle_time_and_is_found_applied_
         assert not answer["allowed"] and answer["verdict"] == "indeterminate", answer
         assert "zero_not_conclusive" in answer["findings"], answer
     assert "refused: verdict indeterminate" in first[1], first
-    wait_until(settles + MARGIN_S)
+    wait_until(dispatch["at"] + decided_s(keyless=False))
     again, later = run(zygote, job)
     assert not calls(later, "send"), later
     assert [r["verdict"] for r in calls(later, "reconcile")] == ["verified_applied"] * 2, later
@@ -204,8 +223,7 @@ def test_the_mcp_proxy_sends_a_charge_held_past_its_timeout_once(
         backend: str, keyless: bool, provider: RunningSandbox, tmp_path: Path) -> None:
     """(a) keyless: not retried, whatever is read; (b) keyed, inflight_s 3: refused before
     the settle time, found done after it."""
-    inflight_s = 0.0 if keyless else INFLIGHT_S
-    providers = sandbox_config(provider, tmp_path, inflight_s)
+    providers = sandbox_config(provider, tmp_path, **contract(keyless))
     scope = f"run-{uuid.uuid4().hex[:6]}"
     config = tmp_path / "proxy.toml"
     config.write_text(PROXY.format(timeout=TIMEOUT_S, scope=scope,
@@ -219,21 +237,19 @@ def test_the_mcp_proxy_sends_a_charge_held_past_its_timeout_once(
         server = StdioServerParameters(command=sys.executable, args=[
             "-m", "reconciler", "mcp-proxy", *store, "--config", str(config), "--",
             sys.executable, str(UPSTREAM), provider.url])
-        # The first answer comes at least TIMEOUT_S after the dispatch: past the commit and
-        # the settle time by MARGIN_S at the third call.
-        asked, told = ask_three_times(server,
-                                      max(DELAY_S, inflight_s) - TIMEOUT_S + MARGIN_S)
+        # The first answer comes at least TIMEOUT_S after the dispatch.
+        asked, told = ask_three_times(server, decided_s(keyless) - TIMEOUT_S)
         operation = recorded(db, sidecar, tool_operation(scope, "charge", ARGUMENTS))
     (_, first), (second_at, second), (_, third) = told
     assert operation.attempts_made == 1, operation
     # Refused before the commit (a) or the settle time (b): the dispatch came after `asked`.
-    assert second_at < asked + (DELAY_S if keyless else inflight_s), (asked, told)
+    assert second_at < asked + (DELAY_S if keyless else INFLIGHT_S), (asked, told)
     if keyless:
         assert "a human decides" in first and "Do not call charge again" in first, told
         assert all("not retried: the effect may have happened; a human decides" in said
                    for said in (second, third)), told
         assert operation.verdict.value == "indeterminate", operation
-        assert "probe_blind" in operation.findings, operation
+        assert "probe_blind" in operation.findings and operation.escalated, operation
     else:
         assert "refused: verdict indeterminate" in second, told
         assert operation.verdict.value == "verified_applied", operation

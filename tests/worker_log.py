@@ -28,7 +28,8 @@ def logged(name: str, result: Any, *args: Any) -> Logged | None:
                 "attempt": attempt.attempt, "outcome": attempt.outcome.value}
     if name == "reconcile":
         return {"call": name, "at": time.time(), "verdict": result.verdict.value,
-                "findings": list(result.findings)}
+                "findings": list(result.findings), "next_action": result.next_action,
+                "escalated": result.escalated}
     if name == "ask_retry":
         return {"call": name, "at": time.time(), "verdict": result.verdict.value,
                 "findings": list(result.findings), "allowed": result.allowed}
