@@ -25,6 +25,10 @@ completed after), and a non_idempotent charge retried 10, 100 and 400 times in t
 order (each retry opened, timed out, then an authoritative zero after it, so that every retry
 is judged against what was known just before it). Their baselines are timed over the last
 100 and 20 facts of the largest history.
+
+The attempts case is also timed through `Ledger` on the SQL store (a SQLite file), at 10 and
+1,000 attempts: there each decision still reads every row of the operation and folds it (the
+part of issue 31, item 9 not done yet: bench/README.md says what is left).
 """
 
 from __future__ import annotations
@@ -49,7 +53,9 @@ from reconciler.domain import (
     Outcome as Sent,
 )
 from reconciler.ledger import Ledger
+from reconciler.ports import Store
 from reconciler.store.memory import MemoryStore
+from reconciler.store.schema import open_store
 from reconciler.testing import ManualClock
 from reconciler.verdicts import evaluate
 
@@ -66,6 +72,8 @@ RETRYING = ProviderContract("retrying", idempotency_keys=True, visibility_lag_s=
 TIMED_FACTS = 10_000
 #: Facts the whole-history baseline times per size at most (each costs the whole history).
 BASELINE_FACTS = 2_000
+#: Facts the SQL store's attempts case times per size at least.
+SQL_FACTS = 1_000
 #: The tail of the largest history over which the whole-history baseline is timed.
 TAIL = 100
 
@@ -141,12 +149,14 @@ def _record(ledger: Ledger, fact: Fact) -> None:
             ledger.record_evidence(fact)
 
 
-def _product(histories: list[list[Fact]], timed_from: int = 0) -> float:
+def _product(histories: list[list[Fact]], timed_from: int = 0,
+             shared: Store | None = None) -> float:
     """CPU seconds per fact of recording and deciding each fact through the ledger, timed from
-    each history's fact number `timed_from` on (those before it recorded untimed)."""
+    each history's fact number `timed_from` on (those before it recorded untimed); on the
+    `shared` store, or a fresh memory store per history."""
     prepared = []
     for facts in histories:
-        store, clock = _store_of_contracts(), ManualClock(START)
+        store, clock = shared or _store_of_contracts(), ManualClock(START)
         ledger = Ledger(store, clock)
         for fact in facts[:timed_from]:
             clock.set(fact.at)
@@ -191,14 +201,37 @@ def _baseline(histories: list[list[Fact]], timed_from: int = 0) -> float:
     return spent / sum(len(f) for _, f in prepared)
 
 
-def _store_of_contracts() -> MemoryStore:
-    store = MemoryStore()
+def _store_of_contracts(store: Store | None = None) -> Store:
+    store = store or MemoryStore()
     store.put_contract(CONTRACT)
     store.put_contract(RETRYING)
     return store
 
 
-def _store(store: MemoryStore, fact: Fact) -> None:
+def _sql(ctx: Context, out: Outcome, rounds: int) -> float:
+    """The attempts case through `Ledger` on the SQL store (a SQLite file in the scratch
+    directory, as the sidecar runs it by default), at 10 and 1,000 attempts, best of `rounds`:
+    each decision reads every row of the operation and folds it again (issue 31, item 9, what
+    is left); the per-fact cost at 1,000 over that at 10."""
+    sizes = sorted({10, max(11, ctx.size(300, 1_000))})
+    spent: dict[int, float] = {}
+    for round_ in range(rounds):
+        for size in sizes:
+            histories = [attempts(f"op-sql-{round_}-{size}-{n}", size)
+                         for n in range(-(-SQL_FACTS // len(attempts("op", size))))]
+            sql = open_store(f"sqlite:///{ctx.workdir}/history-{round_}-{size}.db")
+            _store_of_contracts(sql)
+            try:
+                spent[size] = min(spent.get(size, float("inf")),
+                                  _product(histories, shared=sql))
+            finally:
+                sql.engine.dispose()
+    for size in sizes:
+        out.figure(f"{size:>6,} attempts, SQL store (SQLite): {_us(spent[size])} per fact")
+    return spent[sizes[-1]] / spent[sizes[0]]
+
+
+def _store(store: Store, fact: Fact) -> None:
     match fact:
         case Intent():
             store.record_intent(fact)
@@ -281,6 +314,9 @@ def run(ctx: Context) -> Outcome:
     for case, sizes in cases:
         out.ratio(f"per-fact cost, {sizes[-1]:,} {case.unit} vs {sizes[0]}",
                   _measure(out, case, sizes, rounds), TARGET, higher_is_better=False)
+    sql = _sql(ctx, out, rounds)
+    out.ratio(f"per-fact cost, {max(11, ctx.size(300, 1_000)):,} attempts vs 10, SQL store",
+              sql, TARGET, higher_is_better=False)
     out.notes.append("the summary's figures include the ledger's whole recording call (stamp, "
                      "record, decide, cache, the judgement); the baseline's only the store's "
                      "record and the engine on the whole history")

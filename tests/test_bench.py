@@ -155,10 +155,12 @@ def test_the_load_generator_prints_its_whole_result_when_the_loop_left_stdout_no
 def test_history_compares_the_per_fact_cost_of_a_long_history_with_a_short_one(
         tmp_path: Path) -> None:
     """Of evidence, of attempts of an idempotent_write and of retries of a non_idempotent
-    action, each against the whole history decided again."""
+    action, each against the whole history decided again; and of attempts on the SQL store."""
     outcome = run_tiny(history.run, tmp_path)
-    assert_measured(outcome, 3)
-    assert [r.name.split()[-3] for r in outcome.ratios] == ["facts", "attempts", "retries"]
+    assert_measured(outcome, 4)
+    assert [next(u for u in ("facts", "attempts", "retries") if f" {u} vs " in r.name)
+            for r in outcome.ratios] == ["facts", "attempts", "retries", "attempts"]
+    assert outcome.ratios[-1].name.endswith("SQL store")
     assert sum("whole history decided again" in figure for figure in outcome.figures) >= 6
 
 
