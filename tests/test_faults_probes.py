@@ -30,6 +30,7 @@ from probes.http_json import http_json
 from reconciler.domain import (
     Attempt,
     Authority,
+    Carried,
     Effect,
     Intent,
     Observation,
@@ -39,6 +40,7 @@ from reconciler.domain import (
 )
 from reconciler.ledger import Judgement, Ledger
 from reconciler.schedule import SweepPolicy
+from reconciler.sight import Sight
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.sweep import Sweeper
@@ -184,14 +186,18 @@ class Reads:
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC),
                  budget: int = 20) -> None:
         self.store = open_store(store_url)
+        # Its provider settles at once: the faults here are the reads', not the dispatch's.
         self.store.put_contract(ProviderContract("pay", idempotency_keys=True,
-                                                 visibility_lag_s=10, max_attempts=3))
+                                                 visibility_lag_s=10, max_attempts=3,
+                                                 inflight_s=0))
         self.ledger = Ledger(self.store, clock)
         probe = http_json("search", {
             "base_url": provider.url, "path": "/v1/charges", "items": "data", "ref": "id",
             "where": {"metadata.operation_id": "{operation_id}"}, "authority": authority,
             "tries": 2, "backoff_s": 0, "timeout_s": TIMEOUT_S, "deadline_s": DEADLINE_S},
             {}, clock=clock)
+        # It reads charges by the operation id the request carried in their metadata.
+        probe.sight = Sight(frozenset({"charge"}), frozenset({Carried.OPERATION_ID}))
         self.sweeper = Sweeper(self.ledger, SqlLeases(self.store), lambda provider: [probe],
                                SweepPolicy(probe_timeout_s=SWEEP_TIMEOUT_S, probe_budget=budget))
 
@@ -199,7 +205,7 @@ class Reads:
         """An operation whose only dispatch timed out: nothing is known until a probe says."""
         now = self.ledger.clock()
         self.ledger.record_intent(Intent(op, H0, K0, "pay", "charge", Effect.NON_IDEMPOTENT,
-                                         now))
+                                         now, carries=frozenset({Carried.OPERATION_ID})))
         self.ledger.record_attempt(Attempt(op, 1, K0, H0, now, Outcome.TIMEOUT))
         return op
 
