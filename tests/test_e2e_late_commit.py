@@ -16,6 +16,9 @@ and through `reconciler mcp-proxy` (an embedded store, or `--sidecar`):
       zero_not_conclusive), and after it the probes find the late charge, verified_applied, so
       it is not sent again.
 
+And the trial's second half (the verdict unchanged 43 s later: nothing read it again): with no
+caller asking, the sidecar's sweep reads a keyed charge again after its settle time.
+
 Counted at the sandbox, reset before each case: exactly one PaymentIntent. The sandbox would
 deduplicate a keyed resend by its key, so the sends are counted too (the worker's gate log, the
 proxy's recorded attempts): one.
@@ -28,7 +31,8 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -187,16 +191,16 @@ def text(answer: types.CallToolResult) -> str:
     return " ".join(c.text for c in answer.content if isinstance(c, types.TextContent))
 
 
-def ask_three_times(server: StdioServerParameters, wait_s: float) -> list[tuple[float, str]]:
-    """`charge`'s answers, with when each came: called twice at once, then once more `wait_s`
-    after the first answer."""
+def ask(server: StdioServerParameters, later_s: float | None = None) -> list[tuple[float, str]]:
+    """`charge`'s answers, with when each came: called twice at once, then (unless `later_s`
+    is None) once more `later_s` after the first answer."""
     async def main() -> list[tuple[float, str]]:
         with anyio.fail_after(60):
             async with Client(server) as client:
                 told: list[tuple[float, str]] = []
-                for n in range(3):
-                    if n == 2:
-                        await anyio.sleep(max(0.0, told[0][0] + wait_s - time.time()))
+                for n in range(2 if later_s is None else 3):
+                    if n == 2 and later_s is not None:
+                        await anyio.sleep(max(0.0, told[0][0] + later_s - time.time()))
                     said = text(await client.call_tool("charge", ARGUMENTS))
                     told.append((time.time(), said))
                 return told
@@ -214,6 +218,45 @@ def recorded(db: str, sidecar: str | None, operation_id: str) -> OperationOut:
         return operation_out(judgement, judgement.escalated)
 
 
+@dataclass(frozen=True)
+class Proxied:
+    """A proxy's configuration in `folder`: the sidecar's (`providers`), the proxy's own
+    (`config`: its table, and the providers for an embedded store), and its run (`scope`)."""
+
+    folder: Path
+    provider: RunningSandbox
+    keyless: bool
+    scope: str = field(default_factory=lambda: f"run-{uuid.uuid4().hex[:6]}")
+
+    @property
+    def db(self) -> str:
+        return f"sqlite:///{self.folder / 'r.db'}"
+
+    @property
+    def providers(self) -> Path:
+        return sandbox_config(self.provider, self.folder, **contract(self.keyless))
+
+    @property
+    def operation_id(self) -> str:
+        return tool_operation(self.scope, "charge", ARGUMENTS)
+
+    def server(self, sidecar: str | None) -> StdioServerParameters:
+        """`reconciler mcp-proxy` in front of the upstream, on `sidecar` or an embedded store."""
+        config = self.folder / "proxy.toml"
+        sends = str(not self.keyless).lower()
+        config.write_text(PROXY.format(timeout=TIMEOUT_S, scope=self.scope, sends=sends)
+                          + self.providers.read_text().partition("[service]")[2]
+                          .partition("\n\n")[2])
+        store = ["--sidecar", sidecar] if sidecar else ["--db", self.db]
+        return StdioServerParameters(command=sys.executable, args=[
+            "-m", "reconciler", "mcp-proxy", *store, "--config", str(config), "--",
+            sys.executable, str(UPSTREAM), self.provider.url])
+
+    def sidecar(self, sweep_interval_s: float = 0.0) -> AbstractContextManager[str]:
+        return serving(create_app(Settings(db=self.db, sweep_interval_s=sweep_interval_s,
+                                           config=self.providers)))
+
+
 @pytest.mark.parametrize("backend", [pytest.param("embedded", marks=slow),
                                      pytest.param("sidecar", marks=slow)])
 @pytest.mark.parametrize("keyless", [pytest.param(True, id="keyless"),
@@ -222,23 +265,12 @@ def test_the_mcp_proxy_sends_a_charge_held_past_its_timeout_once(
         backend: str, keyless: bool, provider: RunningSandbox, tmp_path: Path) -> None:
     """(a) keyless: not retried, whatever is read; (b) keyed, inflight_s 3: refused before
     the settle time, found done after it."""
-    providers = sandbox_config(provider, tmp_path, **contract(keyless))
-    scope = f"run-{uuid.uuid4().hex[:6]}"
-    config = tmp_path / "proxy.toml"
-    config.write_text(PROXY.format(timeout=TIMEOUT_S, scope=scope,
-                                   sends=str(not keyless).lower())
-                      + providers.read_text().partition("[service]")[2].partition("\n\n")[2])
-    db = f"sqlite:///{tmp_path / 'r.db'}"
+    proxied = Proxied(tmp_path, provider, keyless)
     with ExitStack() as stack:
-        sidecar = stack.enter_context(serving(create_app(Settings(
-            db=db, sweep_interval_s=0, config=providers)))) if backend == "sidecar" else None
-        store = ["--sidecar", sidecar] if sidecar else ["--db", db]
-        server = StdioServerParameters(command=sys.executable, args=[
-            "-m", "reconciler", "mcp-proxy", *store, "--config", str(config), "--",
-            sys.executable, str(UPSTREAM), provider.url])
+        sidecar = stack.enter_context(proxied.sidecar()) if backend == "sidecar" else None
         # The first answer comes at least TIMEOUT_S after the dispatch.
-        told = ask_three_times(server, decided_s(keyless) - TIMEOUT_S)
-        operation = recorded(db, sidecar, tool_operation(scope, "charge", ARGUMENTS))
+        told = ask(proxied.server(sidecar), decided_s(keyless) - TIMEOUT_S)
+        operation = recorded(proxied.db, sidecar, proxied.operation_id)
     (_, first), (second_at, second), (_, third) = told
     assert operation.attempts_made == 1, operation
     # Refused before the commit (a) or the settle time (b).
@@ -256,3 +288,27 @@ def test_the_mcp_proxy_sends_a_charge_held_past_its_timeout_once(
         assert "zero_not_conclusive" in operation.findings, operation
     [charge] = payment_intents(provider)
     assert (charge in third) is not keyless, told
+
+
+@slow
+def test_the_sidecars_sweep_reads_a_held_charge_again_after_its_settle_time_unasked(
+        provider: RunningSandbox, tmp_path: Path) -> None:
+    """The trial's second half: its verdict was still verified_not_applied 43 s later, the
+    charge at the provider, because nothing read it again. With no caller asking, the sweep
+    comes back after the settle time and finds the charge."""
+    proxied = Proxied(tmp_path, provider, keyless=False)
+    with proxied.sidecar(sweep_interval_s=0.2) as sidecar:
+        (_, first), (_, second) = ask(proxied.server(sidecar))
+        dispatched = recorded(proxied.db, sidecar, proxied.operation_id
+                              ).attempts[0].at.timestamp()
+        wait_until(dispatched + decided_s(keyless=False))
+        operation = recorded(proxied.db, sidecar, proxied.operation_id)
+        while operation.verdict.value != "verified_applied" and (
+                time.time() < dispatched + INFLIGHT_S + 5.0):  # a sweep round or two
+            time.sleep(0.1)
+            operation = recorded(proxied.db, sidecar, proxied.operation_id)
+    assert "refused: verdict indeterminate" in second, (first, second)
+    [charge] = payment_intents(provider)
+    assert operation.verdict.value == "verified_applied" and operation.attempts_made == 1, (
+        operation)
+    assert charge in [m.provider_ref for e in operation.evidence for m in e.matches]
