@@ -20,18 +20,23 @@ retry grant allows. The kill points are the worker's own steps, reached in a fix
 and one plan kills from a timer while the provider holds the request, which it commits after
 the worker died. The worker kills itself with SIGKILL (reconciler.chaos.worker's `killer`, the
 chaos runner's), so the process that made the effect is the one that dies, with nothing
-flushed. The charge tool is declared keyed and tagged, and sends what its intent records: the
-operation id as the idempotency key (`Idempotency-Key`) and in `metadata[operation_id]`, where
-the probes find it (a key recorded and not sent would be a false statement of the intent, SPEC
-section 3). So the sandbox deduplicates a resend under the same key once the first request has
-committed (a replay) or while it is in flight (409): one charge shows that every send after a
-kill either went through the gate's grant or reused the key, not that the reconciler alone
-kept a second charge from happening. The restarted worker runs under the same holder name, as
-a supervisor restarts a worker (ToolEffects.holder).
+flushed. The restarted worker runs under the same holder name, as a supervisor restarts a
+worker (ToolEffects.holder).
+
+What the worker sends (since 90de639): its charge tool is declared keyed and tagged, and each
+request carries what its intent records, the operation id as `Idempotency-Key` and in
+`metadata[operation_id]`, where the probes find it (a key recorded and not sent would be a
+false statement of the intent, SPEC section 3); the MCP run's upstream sends the key the proxy
+gives it in `_meta` on (mcp_charges.py). So the sandbox deduplicates a resend of the same
+charge: while the first request is in flight it answers 409, once that one committed it
+replays it. One charge at the sandbox therefore shows that nothing after a kill charged twice;
+it would not show a resend the gate should have refused, which the key absorbs. A test of the
+gate itself reads the worker's gate log (below), or runs a keyless worker.
 
 `Job.keyless` runs a worker whose tool sends neither (no key, no operation id in the
-metadata), and each worker writes what the gate answered it and how many writes it sent
-(`GateLog`), for tests of the gate's answers rather than kills (test_e2e_late_commit.py).
+metadata: worker_log.UntaggedPayments), and every worker writes its gate log (`gate_log`: each
+write it sent, each attempt's dispatch, each verdict and retry answer, timed), for tests of the
+gate's answers rather than of kills (test_e2e_late_commit.py).
 """
 
 from __future__ import annotations
@@ -86,8 +91,9 @@ class Plan:
     """Kill the worker the `nth` time it reaches `point` (or `after_s` later, from another
     thread: while the provider holds the request), its first send meeting `fault`. `settle_s`
     is how long the provider may still be committing a killed worker's request: the restart
-    waits that long (a resend before the orphan commits is the visibility race that
-    idempotency keys close, and this worker sends none)."""
+    waits that long, since the examples' configuration says the sandbox settles at once
+    (inflight_s 0), so a zero read before the orphan commits would count and open a retry
+    (the settle time closes that race where inflight_s is set: test_e2e_late_commit.py)."""
 
     point: str
     nth: int = 1
