@@ -98,7 +98,9 @@ class Seeder:
             conn.exec_driver_sql("ANALYZE")
 
     def due(self, ids: Sequence[str]) -> None:
-        attempt_at = self.at - timedelta(seconds=CONTRACT.visibility_lag_s + 1)
+        # Settled and past the visibility window: the first read decides.
+        attempt_at = self.at - timedelta(
+            seconds=CONTRACT.inflight_s + CONTRACT.visibility_lag_s + 1)
         intent_at = attempt_at - timedelta(seconds=1)
         self._insert(ids, intent_at, lambda op: (
             Attempt(op, 1, key_of(op), REQUEST_HASH, attempt_at, Outcome.TIMEOUT), None))
@@ -184,6 +186,7 @@ def probe_config(sandbox_url: str) -> dict[str, Any]:
         "max_attempts": CONTRACT.max_attempts,
         "reconcile_deadline_s": CONTRACT.reconcile_deadline_s,
         "visibility_lag_s": CONTRACT.visibility_lag_s,
+        "inflight_s": CONTRACT.inflight_s,
         "probes": [{"use": "http_json", "name": "sandbox.key_record", "actions": ["charge"],
                     "base_url": sandbox_url + "/pay",
                     "path": "/_sandbox/idempotency_keys/{idempotency_key}", "item": "",
