@@ -29,8 +29,10 @@ request carries what its intent records, the operation id as `Idempotency-Key` a
 false statement of the intent, SPEC section 3); the MCP run's upstream sends the key the proxy
 gives it in `_meta` on (mcp_charges.py). So the sandbox deduplicates a resend of the same
 charge: while the first request is in flight it answers 409, once that one committed it
-replays it. One charge at the sandbox therefore shows that nothing after a kill charged twice;
-it would not show a resend the gate should have refused, which the key absorbs. A test of the
+replays it (docs/sandbox-api.md, as Stripe does:
+https://docs.stripe.com/api/idempotent_requests). One charge at the sandbox therefore shows
+that nothing after a kill charged twice; it would not show a resend the gate should have
+refused, which the key absorbs. A test of the
 gate itself reads the worker's gate log (below), or runs a keyless worker.
 
 `Job.keyless` runs a worker whose tool sends neither (no key, no operation id in the
