@@ -32,8 +32,8 @@ charge: while the first request is in flight it answers 409, once that one commi
 replays it (docs/sandbox-api.md, as Stripe does:
 https://docs.stripe.com/api/idempotent_requests). One charge at the sandbox therefore shows
 that nothing after a kill charged twice; it would not show a resend the gate should have
-refused, which the key absorbs. A test of the
-gate itself reads the worker's gate log (below), or runs a keyless worker.
+refused, which the key absorbs. A test of the gate itself reads the worker's gate log
+(below), or runs a keyless worker.
 
 `Job.keyless` runs a worker whose tool sends neither (no key, no operation id in the
 metadata: worker_log.UntaggedPayments), and every worker writes its gate log (`gate_log`: each
