@@ -245,23 +245,23 @@ def _store(store: Store, fact: Fact) -> None:
 class Case:
     """One shape of history, at growing sizes (the last one's baseline timed over its tail)."""
 
-    name: str
+    #: What its sizes count: facts, attempts, retries.
+    unit: str
     build: Callable[[str, int], list[Fact]]
     sizes: tuple[int, ...]
     tail: int
-    unit: str
 
 
-EVIDENCE = Case("facts", history, (10, 1_000, 10_000), TAIL, "facts")
-ATTEMPTS = Case("attempts", attempts, (10, 1_000, 5_000), TAIL, "attempts")
-RETRIES = Case("retries", retries, (10, 100, 400), 20, "retries")
+EVIDENCE = Case("facts", history, (10, 1_000, 10_000), TAIL)
+ATTEMPTS = Case("attempts", attempts, (10, 1_000, 5_000), TAIL)
+RETRIES = Case("retries", retries, (10, 100, 400), 20)
 
 
 def _histories(case: Case, size: int) -> list[list[Fact]]:
     """Enough operations of `size` (facts, attempts, retries) to time TIMED_FACTS facts at
     least."""
     facts = len(case.build("op-size", size))
-    return [case.build(f"op-{case.name}-{size}-{n}", size)
+    return [case.build(f"op-{case.unit}-{size}-{n}", size)
             for n in range(-(-TIMED_FACTS // facts))]
 
 
@@ -308,7 +308,8 @@ def run(ctx: Context) -> Outcome:
     out = Outcome(NAME, "recording and deciding one operation's facts, per fact, as its "
                         "history grows: " + "; ".join(
                             f"{', '.join(f'{n:,}' for n in sizes)} {case.unit}"
-                            for case, sizes in cases) + " (memory store, replay's path)")
+                            for case, sizes in cases) + " (memory store, replay's path); attempts "
+                        "on the SQL store")
     if ctx.mode != "full":
         out.notes.append(f"{ctx.mode} mode: best of {rounds} round(s) (the full run: best of 3)")
     for case, sizes in cases:

@@ -8,6 +8,7 @@ that arrives in order is folded where it stands: only one out of order needs the
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_verdict_properties import (
@@ -147,3 +148,41 @@ def test_a_retry_out_of_order_asks_for_the_whole_history() -> None:
     summary.add_evidence(Observation(OP, t(50), "p", Authority.AUTHORITATIVE))
     assert not summary.add_attempt(Attempt(OP, 2, K0, H0, t(40), Outcome.TIMEOUT))
     assert summary.reports == 0
+
+
+def test_the_memory_store_folds_attempts_in_order_without_refolding_the_history(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reports, completions and in-order retries are folded where they stand: recording one
+    costs the same at any number of attempts (the whole-history fold is never called)."""
+    store = MemoryStore()
+    store.record_intent(intent())
+
+    def refold(facts: Facts) -> Summary:
+        raise AssertionError(f"refolded {len(facts.attempts)} reports")
+
+    monkeypatch.setattr("reconciler.store.memory.summarize", refold)
+    for step in _retries(50):
+        if isinstance(step, Attempt):
+            assert store.record_attempt(step)
+        else:
+            store.record_evidence(step)
+    assert store.record_attempt(Attempt(OP, 50, K0, H0, t(500), Outcome.RESPONSE, 409,
+                                        recorded_at=t(600)))  # another report of the last
+    monkeypatch.undo()
+    for now in TIMES:
+        assert decide(_summary(store, CONTRACT), CONTRACT, t(now)) == decide(
+            summarize(store.facts(OP)), CONTRACT, t(now))
+
+
+def test_a_decision_keeps_the_facts_it_was_drawn_from_when_an_opening_is_completed_after(
+        ) -> None:
+    store = MemoryStore()
+    store.record_intent(intent(Effect.IDEMPOTENT_WRITE))
+    opened = Attempt(OP, 1, K0, H0, t(1), Outcome.DISPATCHING, recorded_at=t(1))
+    store.record_attempt(opened)
+    before = store.decide(OP, lambda s, c, at: Scheduled(decide(s, c, at), None), t(2))
+    store.record_attempt(replace(opened, outcome=Outcome.TIMEOUT, recorded_at=t(3)))
+    after = store.decide(OP, lambda s, c, at: Scheduled(decide(s, c, at), None), t(4))
+    assert [a.outcome for a in before.facts.attempts] == [Outcome.DISPATCHING]
+    assert [(a.outcome, a.completed_at) for a in after.facts.attempts] == [
+        (Outcome.TIMEOUT, t(3))]
