@@ -119,10 +119,14 @@ _JUST_AFTER_S = 0.001
 
 def _zero_counts_in(summary: Summary, contract: ProviderContract, now: datetime
                     ) -> tuple[float, float]:
-    """Seconds from `now` until an authoritative zero first counts (just after the settle time,
-    when that is still ahead) and until a lagging one does (the end of the visibility window
-    after it); zero or less when already past."""
+    """Seconds from `now` until an authoritative zero first counts (just after the settle time)
+    and until a lagging one does (the end of the visibility window after it); zero or less
+    when past. Just after the settle time is owed while it is ahead, or when the latest read
+    came at or before it (its zero could not count, at the very instant either)."""
     settled = summary.latest_settle(contract.inflight_s)
     until_settled = (settled - now).total_seconds()
     window_ends = until_settled + contract.visibility_lag_s
-    return (until_settled + _JUST_AFTER_S if until_settled > 0 else 0.0, window_ends)
+    read = summary.latest_proof
+    if until_settled > 0 or (read is not None and read.earliest_at <= settled):
+        return max(until_settled, 0.0) + _JUST_AFTER_S, window_ends
+    return 0.0, window_ends

@@ -5,7 +5,8 @@ off one operation."""
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,48 @@ def test_a_conclusive_zero_ends_reconciliation(ledger: Ledger, clock: ManualCloc
     assert judgement.decision.verdict is Verdict.VERIFIED_NOT_APPLIED
     clock.advance(3600)
     assert runner.sweep() == [] and probe.calls == 1
+
+
+def test_an_operation_stays_due_until_its_settle_time_and_the_late_effect_is_found(
+        ledger: Ledger, clock: ManualClock) -> None:
+    # The provider may apply a timed-out request for 20 s; it commits it at 12 s. The zero read
+    # before that proves nothing, the operation stays due, and the read after the settle time
+    # finds the charge: never a retry (SPEC section 4, settle time).
+    ledger.store.put_contract(replace(CONTRACT, inflight_s=20))
+    start = clock()
+    committed = start + timedelta(seconds=12)
+
+    def provider(target: ProbeTarget) -> Observation:
+        found = (Match("ch_late", H0),) if clock() >= committed else ()
+        return Observation(target.operation_id, clock(), "fake", Authority.AUTHORITATIVE, found)
+
+    probe = FakeProbe(provider, clock)
+    dispatched(ledger)
+    runner = sweeper(ledger, probe, first_backoff_s=300, max_backoff_s=300)
+    clock.advance(1)
+    [early] = runner.sweep()
+    assert early.decision.verdict is Verdict.INDETERMINATE and not early.decision.retry_allowed
+    clock.advance(18)
+    assert runner.sweep() == []  # not yet settled; the backoff alone would wait 300 s
+    clock.advance(2)
+    [late] = runner.sweep()
+    assert late.decision.verdict is Verdict.VERIFIED_APPLIED and probe.calls == 2
+
+
+def test_a_zero_read_at_the_very_settle_instant_is_read_again_just_after(
+        ledger: Ledger, clock: ManualClock) -> None:
+    # A zero counts only strictly after the settle time: one read at its instant is followed
+    # by a read just after, not by the backoff.
+    ledger.store.put_contract(replace(CONTRACT, inflight_s=20))
+    probe = FakeProbe(zero(clock), clock)
+    dispatched(ledger)
+    runner = sweeper(ledger, probe, first_backoff_s=300, max_backoff_s=300)
+    clock.advance(20)
+    [at_instant] = runner.sweep()
+    assert at_instant.decision.verdict is Verdict.INDETERMINATE
+    clock.advance(0.01)
+    [after] = runner.sweep()
+    assert after.decision.verdict is Verdict.VERIFIED_NOT_APPLIED and probe.calls == 2
 
 
 def test_an_operation_without_an_attempt_is_not_probed(ledger: Ledger, clock: ManualClock) -> None:
