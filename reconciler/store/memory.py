@@ -84,16 +84,12 @@ class _Operation:
     #: Every report of every attempt, in recorded order (a completion fills its opening's).
     reports: list[Attempt] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
-    #: Where the reports of each attempt number are in `reports`.
+    #: Where the reports of each attempt number are in `reports` (its keys: the numbers
+    #: recorded).
     numbered: dict[int, list[int]] = field(default_factory=dict)
     #: Each completion as (index in `reports`, the open report it replaced), in order: a
     #: snapshot taken before it puts the open report back when it is read.
     completions: list[tuple[int, Attempt]] = field(default_factory=list)
-
-    @property
-    def attempts(self) -> set[int]:
-        """The attempt numbers recorded."""
-        return set(self.numbered)
 
     def facts(self) -> Facts:
         return Facts(self.intent, tuple(self.reports), tuple(self.evidence))
@@ -347,7 +343,7 @@ class MemoryStore:
         with self._lock:
             op = self._require(attempt.operation_id)
             lease = self.retry_lease(attempt.operation_id, now)
-            recorded = attempt.number in op.attempts
+            recorded = attempt.number in op.numbered
             if attempt.outcome is not Outcome.DISPATCHING:
                 if moves_grant(lease, attempt, holder, grant, recorded):
                     op.state.retry_attempt = attempt.number + 1
