@@ -49,7 +49,9 @@ Given: TypeAlias = T | Callable[..., T]
 #: What to do after a refusal, by verdict: said to the caller (and to a model, by adapters).
 NEXT_STEP: Mapping[Verdict, str] = {
     Verdict.INDETERMINATE: "the provider may or may not have done it: do not send it again; "
-    "wait for reconciliation or a human resolution, then call again with the same operation id",
+    "wait for reconciliation or a human resolution, then call again with the same operation id "
+    "(that sends nothing unless the provider shows it not done and a same-key retry is open; a "
+    "call without a key never gets one)",
     Verdict.DUPLICATE_EFFECT: "the provider did it more than once: stop, and compensate the "
     "extra effect or hand it to a human",
     Verdict.UNSAFE_RETRY: "a retry broke the provider's rules: halt this operation and hand it "
