@@ -153,6 +153,13 @@ class Summary:
     #: For each retry (n >= 2) of a non_idempotent action: (number, when the sidecar knew of
     #: it, the summary of what was known just before it).
     before_retries: list[tuple[int, datetime, Summary]] = field(default_factory=list)
+    #: The latest time a retry in `before_retries` reached the sidecar: evidence dated at or
+    #: after it belongs to none of their summaries (in order, the common case, no walk).
+    last_retry_reached: datetime | None = None
+    #: Rule 2's blind-retry walk as far as it went: (the contract it was judged under, how many
+    #: of `before_retries` it covered, whether one was blind). Folding a fact into a summary
+    #: before a retry forgets it; a retry added in order only extends it (verdicts).
+    blind_walk: tuple[object, int, bool] | None = field(default=None, compare=False)
 
     # -- what the rules read ----------------------------------------------------------------
 
@@ -234,6 +241,7 @@ class Summary:
                     return False
                 # Everything known so far is what was known just before it.
                 self.before_retries.append((attempt.number, sent, self._copy()))
+                self.last_retry_reached = _later(self.last_retry_reached, sent)
             elif sent < known:
                 return False
         self._fold_attempt(attempt)
@@ -243,9 +251,11 @@ class Summary:
         """Fold in `done`, the completion of the open report `open_` already folded (the
         record `reports.completion` keeps in its place: the same number, dispatch and time of
         reaching the sidecar, so it belongs to the same summaries before retries)."""
-        for number, _, before in self.before_retries:
-            if open_.number < number:
-                before.complete(open_, done)
+        if self.before_retries and open_.number < self.before_retries[-1][0]:
+            self.blind_walk = None
+            for number, _, before in self.before_retries:
+                if open_.number < number:
+                    before.complete(open_, done)
         dispatched = dispatched_at(open_, self.intent)
         left = self.open_dispatches[dispatched] - 1
         if left:
@@ -262,12 +272,16 @@ class Summary:
         no retries of its own)."""
         return replace(self, unsettled=dict(self.unsettled), settled=set(self.settled),
                        receipt_refs=set(self.receipt_refs), refs=set(self.refs),
-                       open_dispatches=dict(self.open_dispatches), before_retries=[])
+                       open_dispatches=dict(self.open_dispatches), before_retries=[],
+                       last_retry_reached=None, blind_walk=None)
 
     def _fold_attempt(self, attempt: Attempt) -> None:
-        for number, _, before in self.before_retries:
-            if attempt.number < number:
-                before._fold_attempt(attempt)
+        # Retries are kept by number, so an attempt above the last one is before none of them.
+        if self.before_retries and attempt.number < self.before_retries[-1][0]:
+            self.blind_walk = None
+            for number, _, before in self.before_retries:
+                if attempt.number < number:
+                    before._fold_attempt(attempt)
         intent = self.intent
         number, dispatched = attempt.number, dispatched_at(attempt, intent)
         if number not in self.settled and number not in self.unsettled:
@@ -297,9 +311,12 @@ class Summary:
 
     def add_evidence(self, evidence: Evidence) -> None:
         """Fold in the next piece of evidence in recorded order."""
-        for _, sent, before in self.before_retries:
-            if evidence.at < sent:
-                before.add_evidence(evidence)
+        last = self.last_retry_reached
+        if last is not None and evidence.at < last:
+            self.blind_walk = None
+            for _, sent, before in self.before_retries:
+                if evidence.at < sent:
+                    before.add_evidence(evidence)
         place = self.evidence
         self.evidence += 1
         self.latest_evidence_at = _later(self.latest_evidence_at, evidence.at)
@@ -372,6 +389,7 @@ def summarize(facts: Facts) -> Summary:
                 first[a.number] = min(first.get(a.number, sent), sent)
         summary.before_retries = [(number, sent, Summary(facts.intent))
                                   for number, sent in sorted(first.items())]
+        summary.last_retry_reached = max(first.values(), default=None)
     for attempt in facts.attempts:
         summary._fold_attempt(attempt)
     for evidence in facts.evidence:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import islice
 
 from reconciler.domain import (
     Authority,
@@ -260,8 +261,18 @@ def _any_blind_retry(summary: Summary, contract: ProviderContract) -> bool:
     retry is judged against the evidence, not against earlier retries' blindness)."""
     if summary.ungranted_retry and summary.intent.effect is Effect.NON_IDEMPOTENT:
         return True
-    return any(_verdict(before, contract) is not Verdict.VERIFIED_NOT_APPLIED
-               for _, _, before in summary.before_retries)
+    # The walk is remembered on the summary (`Summary.blind_walk`): a retry added in order is
+    # judged alone, so a decision does not weigh every retry again as the history grows.
+    retries = summary.before_retries
+    covered, blind = 0, False
+    walk = summary.blind_walk
+    if walk is not None and walk[0] == contract:
+        _, covered, blind = walk
+    if not blind:
+        blind = any(_verdict(before, contract) is not Verdict.VERIFIED_NOT_APPLIED
+                    for _, _, before in islice(retries, covered, None))
+    summary.blind_walk = (contract, len(retries), blind)
+    return blind
 
 
 def _deciding_resolution(summary: Summary, seen: _Seen) -> Resolution | None:
