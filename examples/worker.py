@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import uuid
 from typing import Any
 
@@ -28,10 +29,33 @@ import stripe
 from stripe.params import PaymentIntentCreateParams
 
 from reconciler.client import ReconcilerClient, intent
-from reconciler.errors import RetryRefusedError
+from reconciler.domain import Verdict
+from reconciler.errors import RetryRefusedError, ServiceError
 from reconciler.schemas import MatchIn
+from reconciler.verdicts import NextAction
 
 SANDBOX_STRIPE = "http://127.0.0.1:8081/pay"
+#: How long the worker waits for a doubtful send to be decided (the provider may still be
+#: applying it for its `inflight_s`), probing every POLL_S, before it leaves it to a human.
+PATIENCE_S, POLL_S = 30.0, 1.0
+
+
+def decided(sidecar: ReconcilerClient, operation_id: str) -> Verdict:
+    """Ask the sidecar to probe until the verdict no longer says to wait (SPEC section 4: a
+    zero read while the provider may still be applying the request proves nothing), or
+    PATIENCE_S has passed; the verdict then."""
+    deadline = time.monotonic() + PATIENCE_S
+    while True:
+        try:
+            standing = sidecar.reconcile(operation_id)
+            if standing.next_action != NextAction.RECONCILE:
+                return standing.verdict
+        except ServiceError as exc:  # 409: the sweep is probing it right now
+            if exc.status != 409:
+                raise
+        if time.monotonic() >= deadline:
+            return sidecar.get(operation_id).verdict
+        time.sleep(POLL_S)
 
 
 def stripe_client(api_base: str | None) -> stripe.StripeClient:
@@ -94,7 +118,7 @@ def charge_customer(sidecar: str, api_base: str | None, run_id: str, tool_call_i
                 return f"charged: {response.json()['id']}"
         except httpx.TransportError:
             pass                                        # timeout or connection error: recorded
-        verdict = sidecar_client.reconcile(operation.operation_id).verdict
+        verdict = decided(sidecar_client, operation.operation_id)
         try:
             response = call.dispatch(send)              # a retry: only with the gate's grant
             return f"charged on retry: {response.json()['id']}"
