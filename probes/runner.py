@@ -24,8 +24,8 @@ from typing import cast
 
 from probes.base import AsyncProbe, Probe, ProbeTarget, sight_of, utc_now
 from probes.loop import ProbeLoop
-from reconciler.domain import Authority, Carried, Facts, Intent, Observation, Receipt
-from reconciler.sight import Blind, blind_error, blind_to
+from reconciler.domain import Authority, Facts, Intent, Observation, Receipt
+from reconciler.sight import blind_error, blind_to
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +84,7 @@ def seen(probe: Probe, intent: Intent, answer: Observation | Receipt,
     if not isinstance(answer, Observation) or answer.matches or answer.error is not None \
             or answer.authority not in _ZEROS:
         return answer
-    sight = sight_of(probe)
-    blind = blind_to(sight, intent)
-    if blind is Blind.CORRELATION and Carried.PROVIDER_REF in sight.finds_by and ref_returned():
-        blind = None
+    blind = blind_to(sight_of(probe), intent, ref_returned=ref_returned)
     if blind is None:
         return answer
     return Observation(answer.operation_id, answer.at, answer.probe, Authority.UNAVAILABLE,

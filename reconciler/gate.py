@@ -32,7 +32,7 @@ from enum import StrEnum
 
 from reconciler.domain import Attempt, Decision, Facts, Outcome, RefusedRetry, Verdict
 from reconciler.errors import RetryNotGrantedError
-from reconciler.grants import digest, held_by, new_token
+from reconciler.grants import digest, held_by, new_token, sent_under
 from reconciler.ledger import Ledger, Recorded
 from reconciler.ports import Leases
 
@@ -176,6 +176,4 @@ class RetryGate:
         if kept:
             return replace(attempt, ungranted=kept[0].ungranted)
         lease = self.leases.retry_lease(attempt.operation_id, self.ledger.clock())
-        sent_under = lease is not None and lease.attempt == attempt.number and held_by(
-            lease, holder, grant)
-        return replace(attempt, ungranted=not sent_under)
+        return replace(attempt, ungranted=not sent_under(lease, attempt, holder, grant))

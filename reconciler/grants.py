@@ -62,6 +62,13 @@ def opening_allowed(lease: Lease | None, attempt: Attempt, holder: str | None,
     return recorded or (decision is not None and decision.retry_allowed)
 
 
+def sent_under(lease: Lease | None, attempt: Attempt, holder: str | None,
+               grant: str | None) -> bool:
+    """Whether `attempt` was sent under the caller's live lease for its very number."""
+    return (lease is not None and lease.attempt == attempt.number
+            and held_by(lease, holder, grant))
+
+
 def moves_grant(lease: Lease | None, attempt: Attempt, holder: str | None, grant: str | None,
                 recorded: bool) -> bool:
     """Whether a report (not an opening) made without the live lease takes the number it

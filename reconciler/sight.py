@@ -15,6 +15,7 @@ before the latest settle time is never conclusive (`verdicts.is_conclusive_zero`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -44,16 +45,20 @@ class Sight:
         return action in self.covers
 
 
-def blind_to(sight: Sight, intent: Intent, *, ref_returned: bool = False) -> Blind | None:
+def blind_to(sight: Sight, intent: Intent, *,
+             ref_returned: Callable[[], bool] = lambda: False) -> Blind | None:
     """The first question of scope and correlation that `sight` fails for `intent` (None: the
-    probe could have seen its effect). `ref_returned`: the provider returned a reference for
-    this operation (a receipt in a response), so a probe that reads by reference can find it."""
+    probe could have seen its effect). `ref_returned` asks whether the provider returned a
+    reference for this operation (a receipt in a response), so that a probe reading by
+    reference can find it."""
     if not sight.covers_action(intent.action):
         return Blind.SCOPE
-    carried = intent.carried | ({Carried.PROVIDER_REF} if ref_returned else frozenset())
-    if not sight.finds_by & carried:
-        return Blind.CORRELATION
-    return None
+    if sight.finds_by & intent.carried:
+        return None
+    # Asked last and only of a probe that reads by reference: it may cost the shell a read.
+    if Carried.PROVIDER_REF in sight.finds_by and ref_returned():
+        return None
+    return Blind.CORRELATION
 
 
 def blind_error(blind: Blind, probe: str, intent: Intent) -> str:
