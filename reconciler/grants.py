@@ -50,6 +50,13 @@ def held_by(lease: Lease | None, holder: str | None, grant: str | None) -> bool:
     return grant is None or (lease.grant is not None and hmac.compare_digest(lease.grant, grant))
 
 
+def sent_under(lease: Lease | None, attempt: Attempt, holder: str | None,
+               grant: str | None) -> bool:
+    """Whether `attempt` was sent under the caller's live lease for its very number."""
+    return (lease is not None and lease.attempt == attempt.number
+            and held_by(lease, holder, grant))
+
+
 def opening_allowed(lease: Lease | None, attempt: Attempt, holder: str | None,
                     grant: str | None, recorded: bool, decision: Decision | None) -> bool:
     """May `attempt` (n >= 2, dispatching) be opened for sending? Only under the caller's live
@@ -57,16 +64,8 @@ def opening_allowed(lease: Lease | None, attempt: Attempt, holder: str | None,
     rested on to allow a retry still (`decision`, drawn in the same transaction): evidence
     recorded since the grant that changed it ends the grant. A recorded one is the holder's
     own repeat of its opening (no one else can have recorded it under this lease)."""
-    if not held_by(lease, holder, grant) or lease is None or lease.attempt != attempt.number:
-        return False
-    return recorded or (decision is not None and decision.retry_allowed)
-
-
-def sent_under(lease: Lease | None, attempt: Attempt, holder: str | None,
-               grant: str | None) -> bool:
-    """Whether `attempt` was sent under the caller's live lease for its very number."""
-    return (lease is not None and lease.attempt == attempt.number
-            and held_by(lease, holder, grant))
+    return sent_under(lease, attempt, holder, grant) and (
+        recorded or (decision is not None and decision.retry_allowed))
 
 
 def moves_grant(lease: Lease | None, attempt: Attempt, holder: str | None, grant: str | None,
