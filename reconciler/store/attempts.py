@@ -28,6 +28,7 @@ from sqlalchemy import Connection, Table, bindparam, insert, or_, update
 from sqlalchemy.exc import IntegrityError
 
 from reconciler.domain import Attempt, Outcome, Verdict
+from reconciler.errors import UnknownOperationError
 from reconciler.store import decisions, reports, rows
 from reconciler.store.commits import Step
 from reconciler.store.driver import DriverStatements
@@ -83,13 +84,20 @@ def settle(conn: Connection, attempt: Attempt, due: dict[str, Any],
     """After the insert of `attempt` as a first report was refused, in the transaction of
     `conn`: False for an identical repeat of a report kept; True for the completion of an open
     report (recorded here) or another report of the attempt (kept here, numbered after the
-    highest). UnknownOperationError without an intent; `refused` again when the number is not
-    taken either."""
+    highest). UnknownOperationError without an intent, also when its intent committed only after
+    the insert was refused (the only other refusal when the number is free: a foreign key)."""
     decisions.head(conn, attempt.operation_id, locked=True)
     found = conn.execute(ATTEMPT_NUMBERED, {"op": attempt.operation_id,
                                             "number": attempt.number}).all()
     if not found:
-        raise refused
+        # The number is free and the intent is there now: it was not when the insert ran (its
+        # transaction committed in between: the attempt was posted before the intent's answer
+        # came). Refused as if it had come a moment earlier, with nothing written; the caller
+        # posts it again once the intent is answered.
+        raise UnknownOperationError(
+            f"no intent was recorded for operation {attempt.operation_id!r} when this attempt "
+            "arrived (it was being recorded at the same moment); wait for the intent's answer, "
+            "then post the attempt again", operation_id=attempt.operation_id) from refused
     kept = [rows.attempt_of(row) for row in found]
     attempt = reports.as_reported(kept, attempt)
     if reports.repeats(kept, attempt):
