@@ -62,6 +62,11 @@ class Credential:
         return (self.token_env,) if self.username_env is None else (
             self.username_env, self.token_env)
 
+    def unset(self) -> tuple[str, ...]:
+        """The variables this credential reads that are unset or empty now: with any of them
+        missing the probe sends nothing (`headers` raises) and reads `unavailable`."""
+        return tuple(name for name in self.env_names if not self.env.get(name))
+
     def _read(self, name: str) -> str:
         value = self.env.get(name)
         if not value:

@@ -23,9 +23,10 @@ from typing import Any, Literal
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from probes.base import ProbeTarget
+from probes.base import Probe, ProbeTarget
 from probes.config import ProviderSetup, parse_config
 from probes.errors import ProbeConfigError
+from probes.http_json import HttpJsonProbe
 from probes.runner import ref_returned, seen
 from reconciler.configsight import (
     SeenAction,
@@ -223,18 +224,25 @@ def _check_provider(report: ConfigReport, lines: _Lines, name: str, table: Any,
                                        str(exc).removeprefix(f"{source}: ")))
         return
     report.providers[name] = setup
-    environment = os.environ if env is None else env
-    for index, entry in enumerate(entries):
-        variable = entry.get("token_env")
-        if isinstance(variable, str) and not environment.get(variable):
+    for index, probe in enumerate(setup.probes):
+        for variable in _unset_credentials(probe):
             report.problems.append(Problem(
-                "warning", lines.of(name, index), f"providers.{name}.probes[{index}]: "
-                f"token_env names {variable}, which is not set here: the probe would read "
-                "without credentials"))
+                "warning", lines.of(name, index), f"providers.{name}.probes[{index}] "
+                f"({probe.name}): {variable} is not set here: the probe sends no request and "
+                "reads `unavailable` (no credentials), so it proves neither an effect nor its "
+                "absence, and the provider's doubtful operations go to a human"))
     if not setup.probes:
         report.problems.append(Problem(
             "warning", lines.of(name), f"provider {name!r} has no probe: its operations are "
             "decided only from posted evidence and escalate at their deadline"))
+
+
+def _unset_credentials(probe: Probe) -> tuple[str, ...]:
+    """The credential variables a probe reads (a token and, for HTTP Basic, the user: Twilio's
+    Account SID) that are unset; a recipe's come from its preset, not the file's table."""
+    if isinstance(probe, HttpJsonProbe) and probe.spec.credential is not None:
+        return probe.spec.credential.unset()
+    return ()
 
 
 def _toml_where(path: Path, exc: tomllib.TOMLDecodeError) -> str:

@@ -11,12 +11,15 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
+from probes.base import ProbeTarget
+from probes.recipes import recipe_factory
 from reconciler.cli import app
-from reconciler.domain import Carried, Effect, Intent
+from reconciler.domain import Authority, Carried, Effect, Intent, Observation
 from reconciler.store.schema import open_store
 from reconciler.store.tables import EvidenceRow
 
@@ -40,11 +43,56 @@ def test_a_valid_file_exits_0_and_warns_of_a_provider_without_probes() -> None:
         f"{CONFIGS / 'valid.toml'}: 2 provider(s), 1 probe(s) built; 0 error(s), 1 warning(s)"]
 
 
-def test_an_unset_credential_variable_is_a_warning() -> None:
+def test_an_unset_credential_variable_is_a_warning_that_says_the_probe_reads_unavailable(
+        ) -> None:
     code, lines = check(CONFIGS / "valid.toml", env={"CHECK_CONFIG_PAYMENTS_KEY": ""})
     assert code == 0
-    assert any(":8: warning: providers.payments.probes[0]: token_env names "
-               "CHECK_CONFIG_PAYMENTS_KEY, which is not set" in line for line in lines)
+    assert f"{CONFIGS / 'valid.toml'}:8: warning: providers.payments.probes[0] " \
+           "(payments.lookup): CHECK_CONFIG_PAYMENTS_KEY is not set here: the probe sends no " \
+           "request and reads `unavailable` (no credentials), so it proves neither an effect " \
+           "nor its absence, and the provider's doubtful operations go to a human" in lines
+
+
+@pytest.mark.parametrize("unset", [["TWILIO_ACCOUNT_SID"], ["TWILIO_AUTH_TOKEN"],
+                                   ["TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN"]])
+def test_every_variable_a_recipe_reads_is_checked_the_basic_auth_user_too(
+        unset: list[str]) -> None:
+    env = {"TWILIO_ACCOUNT_SID": "AC0123456789abcdef0123456789abcdef", "TWILIO_AUTH_TOKEN": "t",
+           **dict.fromkeys(unset, "")}
+    code, lines = check(CONFIGS / "twilio.toml", env=env)
+    assert code == 0
+    warned = [line for line in lines if "is not set here" in line]
+    assert [line.split(": ")[3].split()[0] for line in warned] == unset
+    assert all(line.startswith(f"{CONFIGS / 'twilio.toml'}:6: warning: providers.sms.probes[0] "
+                               "(sms.by_sid): ") for line in warned)
+
+
+def test_what_the_warning_says_is_what_the_probe_does_it_sends_nothing_and_reads_unavailable(
+        ) -> None:
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(500)
+
+    probe = recipe_factory("twilio.message")(
+        "sms.by_sid", {"account_sid": "AC0123456789abcdef0123456789abcdef",
+                       "base_url": "https://api.twilio.com"},
+        {"TWILIO_AUTH_TOKEN": "t"},
+        transport=httpx.MockTransport(answer))
+    intent = Intent("op-1", H0, None, "sms", "send_sms", Effect.NON_IDEMPOTENT,
+                    datetime.now(UTC), correlation={"message_sid": "SM" + "0" * 32})
+    seen = probe.probe(ProbeTarget.of(intent))
+    assert sent == []
+    assert isinstance(seen, Observation) and seen.authority is Authority.UNAVAILABLE
+    assert seen.error == "credentials not set: TWILIO_ACCOUNT_SID"
+
+
+def test_with_every_credential_set_nothing_is_said_of_them() -> None:
+    env = {"TWILIO_ACCOUNT_SID": "AC0123456789abcdef0123456789abcdef", "TWILIO_AUTH_TOKEN": "t"}
+    code, lines = check(CONFIGS / "twilio.toml", env=env)
+    assert code == 0
+    assert not [line for line in lines if "is not set" in line]
 
 
 def test_every_mistake_is_reported_with_its_line_and_exit_1() -> None:
