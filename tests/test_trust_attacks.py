@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from sidecar_client import H, Sidecar, assert_problem
+from test_trust_bounded_inputs import runs_sidecar
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 
@@ -57,3 +58,46 @@ def test_an_attempt_racing_its_intent_is_404_or_recorded(sidecar: Sidecar) -> No
             # Refused as an attempt for an operation not yet recorded: nothing of it kept.
             assert_problem(tried, 404, "unknown-operation")
             assert recorded == []
+
+
+#: Every query and path parameter of the JSON API a NUL can ride in (the issue's 500s on
+#: PostgreSQL: `provider`, `after`, `id`, `state`), each request otherwise valid.
+OPERATION_NULS = [
+    ("GET", "/v1/operations", {"provider": "pa\x00y"}, None),
+    ("GET", "/v1/operations", {"after": "op\x00"}, None),
+    ("GET", "/v1/operations", {"verdict": "verified\x00"}, None),
+    ("GET", "/v1/operations/op%00", {}, None),
+    ("POST", "/v1/operations/op%00/attempts", {}, _attempt_body("op")),
+    ("POST", "/v1/operations/op%00/evidence", {},
+     {"kind": "observation", "probe": "lookup", "authority": "authoritative"}),
+    ("POST", "/v1/operations/op%00/retry", {}, {"idempotency_key": "key-op", "request_hash": H}),
+    ("POST", "/v1/operations/op%00/reconcile", {}, None),
+]
+RUN_NULS = [
+    ("GET", "/v1/runs", {"state": "run\x00ning"}, None),
+    ("GET", "/v1/runs", {"after": "run\x00"}, None),
+    ("GET", "/v1/runs", {"correlation_id": "c\x00"}, None),
+    ("GET", "/v1/runs/run%00", {}, None),
+    ("GET", "/v1/runs/run%00/events", {}, None),
+    ("POST", "/v1/runs/run%00/cancel", {}, None),
+    ("POST", "/v1/runs/run%00/resume", {}, {}),
+]
+
+
+def _assert_refused(response: httpx.Response) -> None:
+    assert 400 <= response.status_code < 500, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+
+
+@pytest.mark.parametrize(("method", "path", "params", "body"), OPERATION_NULS)
+def test_a_nul_in_an_operation_parameter_is_a_4xx(
+        sidecar: Sidecar, method: str, path: str, params: dict[str, str], body: object) -> None:
+    sidecar.intent("op")
+    _assert_refused(sidecar.http.request(method, path, params=params, json=body))
+
+
+@pytest.mark.parametrize(("method", "path", "params", "body"), RUN_NULS)
+def test_a_nul_in_a_run_parameter_is_a_4xx(
+        store_url: str, method: str, path: str, params: dict[str, str], body: object) -> None:
+    with runs_sidecar(store_url) as http:
+        _assert_refused(http.request(method, path, params=params, json=body))
