@@ -10,9 +10,9 @@ from threading import Barrier
 
 import httpx
 import pytest
+from test_trust_bounded_inputs import runs_sidecar
 
 from sidecar_client import H, Sidecar, assert_problem
-from test_trust_bounded_inputs import runs_sidecar
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 
