@@ -62,7 +62,9 @@ def test_an_attempt_racing_its_intent_is_404_or_recorded(sidecar: Sidecar) -> No
 
 #: Every query and path parameter of the JSON API a NUL can ride in (the issue's 500s on
 #: PostgreSQL: `provider`, `after`, `id`, `state`), each request otherwise valid.
-OPERATION_NULS = [
+#: (method, path, query parameters, JSON body)
+NulRequest = tuple[str, str, dict[str, str], object]
+OPERATION_NULS: list[NulRequest] = [
     ("GET", "/v1/operations", {"provider": "pa\x00y"}, None),
     ("GET", "/v1/operations", {"after": "op\x00"}, None),
     ("GET", "/v1/operations", {"verdict": "verified\x00"}, None),
@@ -73,7 +75,7 @@ OPERATION_NULS = [
     ("POST", "/v1/operations/op%00/retry", {}, {"idempotency_key": "key-op", "request_hash": H}),
     ("POST", "/v1/operations/op%00/reconcile", {}, None),
 ]
-RUN_NULS = [
+RUN_NULS: list[NulRequest] = [
     ("GET", "/v1/runs", {"state": "run\x00ning"}, None),
     ("GET", "/v1/runs", {"after": "run\x00"}, None),
     ("GET", "/v1/runs", {"correlation_id": "c\x00"}, None),
