@@ -23,7 +23,7 @@ import httpx
 from probes.base import utc_now
 from probes.errors import ProbeConfigError
 from probes.http_json import HttpJsonProbe, http_json
-from probes.recipes import github, google_calendar, postmark, slack, stripe, twilio
+from probes.recipes import github, google_calendar, jira, postmark, slack, stripe, twilio
 from probes.recipes.recipe import Recipe
 from reconciler.domain import Authority
 
@@ -35,7 +35,8 @@ _STRENGTH: dict[str, int] = {Authority.WEAK: 0, Authority.LAGGING: 1, Authority.
 _MERGED = frozenset({"params", "headers", "where", "contains", "pagination"})
 
 RECIPES: dict[str, Recipe] = {**stripe.RECIPES, **slack.RECIPES, **github.RECIPES,
-                              **postmark.RECIPES, **twilio.RECIPES, **google_calendar.RECIPES}
+                              **postmark.RECIPES, **twilio.RECIPES, **jira.RECIPES,
+                              **google_calendar.RECIPES}
 
 
 #: The names of the sandbox-shaped recipes this project shipped before, and what replaced them.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from reconciler.sandbox import admin, calendar, chat, issues, mail, payments, sms
+from reconciler.sandbox import admin, calendar, chat, issues, jira, mail, payments, sms
 from reconciler.sandbox.state import SandboxState
 from reconciler.sandbox.wire import ProviderError
 
@@ -17,7 +17,7 @@ def create_app(state: SandboxState | None = None) -> FastAPI:
         description="Fake Stripe, Postmark, Slack, GitHub and Twilio APIs with fault injection.",
     )
     app.state.sandbox = state or SandboxState()
-    for module in (payments, chat, issues, sms, calendar, admin):
+    for module in (payments, chat, issues, sms, calendar, jira, admin):
         app.include_router(module.router)
     app.include_router(mail.router, prefix="/mail")
     app.include_router(mail.router, include_in_schema=False)
