@@ -420,7 +420,7 @@ def test_garbage_answers_are_unavailable_never_a_zero(
 
 
 def test_a_wrong_base_url_404_is_not_the_providers_not_found(world: World) -> None:
-    # The mail provider's root has no charges: its 404 is FastAPI's, not "no such charge".
+    # The mail provider's root has no charges: its 404 is Postmark's, not "no such charge".
     wrong = world.recipe("stripe.charge", base_url=world.sandbox.url + "/mail", **PINNED)
     world.probe_with("payments", wrong)
     op = world.send("payments", None, correlate="charge")
@@ -428,7 +428,7 @@ def test_a_wrong_base_url_404_is_not_the_providers_not_found(world: World) -> No
     decision = world.reconcile(op, after_s=1)
 
     assert decision.verdict is IND and not decision.retry_allowed
-    assert observations(world, op)[-1].error == "HTTP 404"
+    assert observations(world, op)[-1].error == "HTTP 404 (0)"
 
 
 # --- a cached list configured as weak never verifies ----------------------------------------

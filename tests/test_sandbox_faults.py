@@ -156,7 +156,8 @@ def test_unknown_or_malformed_fault_answers_400_and_stores_nothing(
         pytest.param(PAY, [1], 400, {"error": {"type": "invalid_request_error"}}, id="pay"),
         pytest.param(MAIL, {"Subject": "no To"}, 422, {"ErrorCode": 300}, id="mail"),
         pytest.param(CHAT, {"channel": "C1"}, 200, {"ok": False, "error": "no_text"}, id="chat"),
-        pytest.param(ISSUES, {"body": "no title"}, 422, {"message": "Validation Failed"}, id="gh"),
+        pytest.param(ISSUES, {"body": "no title"}, 422, {
+            "message": 'Invalid request.\n\n"title" wasn\'t supplied.', "status": "422"}, id="gh"),
     ],
 )
 def test_invalid_body_answers_in_the_providers_error_shape_and_stores_nothing(

@@ -72,7 +72,24 @@ def test_history_of_a_string_that_is_no_conversation_id_answers_channel_not_foun
     assert answer.json() == {"ok": False, "error": "channel_not_found"}
 
 
+def test_history_of_a_channel_nobody_posted_to_answers_channel_not_found(
+    client: httpx.Client,
+) -> None:
+    answer = client.get("/chat/api/conversations.history", params={"channel": "C0NOWHERE"})
+
+    assert answer.json() == {"ok": False, "error": "channel_not_found"}
+
+
+def test_a_channel_a_failed_post_went_to_exists_and_is_empty(client: httpx.Client) -> None:
+    write(client, CHAT, fault="fail_before_commit")
+
+    answer = client.get("/chat/api/conversations.history", params={"channel": "C1"})
+
+    assert answer.json()["ok"] is True and answer.json()["messages"] == []
+
+
 def test_an_unknown_cursor_answers_invalid_cursor(client: httpx.Client) -> None:
+    write(client, CHAT)
     answer = client.get("/chat/api/conversations.history",
                         params={"channel": "C1", "cursor": "not-a-cursor"})
 

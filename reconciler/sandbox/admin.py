@@ -21,18 +21,20 @@ async def configure(update: SandboxConfig, state: State) -> SandboxConfig:
 
 
 class ArmedFault(BaseModel):
-    """Faults for the next write under a provider's root, for clients that send no header."""
+    """Faults for the next write (or read) under a provider's root, for clients that send no
+    header."""
 
     model_config = ConfigDict(extra="forbid")
 
     provider: Literal["pay", "mail", "chat", "gh", "twilio"]
     fault: str
+    on: Literal["write", "read"] = "write"
 
 
 @router.post("/_sandbox/faults")
 async def arm_fault(armed: ArmedFault, state: State) -> JSONObject:
     parse_faults(armed.fault)  # a typo is an error now, not at the write
-    state.arm(armed.provider, armed.fault)
+    state.arm(armed.provider, armed.fault, armed.on)
     return {"ok": True}
 
 

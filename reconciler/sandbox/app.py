@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
-from reconciler.sandbox import admin, calendar, chat, issues, jira, mail, payments, sms
+from reconciler.sandbox import admin, calendar, chat, issues, jira, mail, payments, shapes, sms
 from reconciler.sandbox.state import SandboxState
-from reconciler.sandbox.wire import ProviderError
 
 
 def create_app(state: SandboxState | None = None) -> FastAPI:
@@ -21,9 +19,5 @@ def create_app(state: SandboxState | None = None) -> FastAPI:
         app.include_router(module.router)
     app.include_router(mail.router, prefix="/mail")
     app.include_router(mail.router, include_in_schema=False)
-
-    @app.exception_handler(ProviderError)
-    async def provider_error(request: Request, exc: ProviderError) -> JSONResponse:
-        return exc.response()
-
+    shapes.install(app)
     return app

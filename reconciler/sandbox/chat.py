@@ -1,7 +1,10 @@
 """Chat, Slack's Web API wire format, under /chat: no idempotency key; message metadata readable
 from history (`include_all_metadata`), `oldest`/`latest` windows, cursor pages with `has_more`
 and `response_metadata.next_cursor`, and `ok: false` errors (`channel_not_found` for an id that
-is not a Slack conversation id).
+is not a Slack conversation id, or a conversation nobody ever posted to).
+
+A channel exists once a message was addressed to it, whether or not the post then committed
+(the sandbox cannot know a workspace's channels; a post that failed still went to one).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from reconciler.sandbox.faults import Faults, perform_write, requested_faults
+from reconciler.sandbox.faults import Faults, perform_write, read_faults, requested_faults
 from reconciler.sandbox.state import JSONObject
 from reconciler.sandbox.wire import State, read_json_body, reads_available
 
@@ -43,13 +46,16 @@ async def post_message(
         return _slack_error("channel_not_found")
     if not isinstance(text, str) or not text:
         return _slack_error("no_text")
-    thread = body.data.get("thread_ts")
+    thread, metadata = body.data.get("thread_ts"), body.data.get("metadata")
+    state.open_scope(PROVIDER, channel)
 
     def build(seq: int, now: float) -> tuple[str, JSONObject]:
         # Slack's ts is unique per channel; the clock alone would repeat under a test clock.
         ts = f"{int(now)}.{seq % 1_000_000:06d}"
-        message: JSONObject = {"ts": ts, "text": text, "type": "message",
-                               "metadata": body.data.get("metadata")}
+        message: JSONObject = {"ts": ts, "text": text, "type": "message"}
+        # A message without metadata has no `metadata` key at Slack (not a null one).
+        if metadata is not None:
+            message["metadata"] = metadata
         if isinstance(thread, str) and thread:
             message["thread_ts"] = thread
         return f"{channel}/{ts}", message
@@ -88,22 +94,28 @@ def _number(text: str | None) -> float | None:
         return None
 
 
+ReadFaults = Annotated[Faults, Depends(read_faults)]
+
+
 @router.api_route("/api/conversations.history", methods=["GET", "POST"])
-async def conversations_history(request: Request, state: State) -> JSONResponse:
+async def conversations_history(request: Request, state: State,
+                                faults: ReadFaults) -> JSONResponse:
     """A channel's messages; a thread's replies are not among them (only its parent is)."""
-    return await _messages(request, state, thread=False)
+    return await _messages(request, state, faults, thread=False)
 
 
 @router.api_route("/api/conversations.replies", methods=["GET", "POST"])
-async def conversations_replies(request: Request, state: State) -> JSONResponse:
+async def conversations_replies(request: Request, state: State,
+                                faults: ReadFaults) -> JSONResponse:
     """A thread: its parent (`ts`) and the replies to it, oldest first as Slack has them."""
-    return await _messages(request, state, thread=True)
+    return await _messages(request, state, faults, thread=True)
 
 
-async def _messages(request: Request, state: State, *, thread: bool) -> JSONResponse:
+async def _messages(request: Request, state: State, faults: Faults, *,
+                    thread: bool) -> JSONResponse:
     args = await _arguments(request)
     channel = args.get("channel", "")
-    if not _CHANNEL.fullmatch(channel):
+    if not _CHANNEL.fullmatch(channel) or not state.scope_open(PROVIDER, channel):
         return _slack_error("channel_not_found")
     limit = int(args["limit"]) if args.get("limit", "").isdigit() else 100
     oldest, latest = _number(args.get("oldest", "0")), _number(args.get("latest"))
@@ -121,14 +133,16 @@ async def _messages(request: Request, state: State, *, thread: bool) -> JSONResp
                   else r.data.get("thread_ts", r.data["ts"]) == r.data["ts"])]
     if thread:
         found.reverse()
-    page = found[start:start + limit]
-    more = start + limit < len(found)
+    # A short page (the fault) is what Slack may send: fewer than `limit` and `has_more`.
+    size = max(0, min(limit, len(found) - start)) // 2 if faults.short_page else limit
+    page = found[start:start + size]
+    more = start + size < len(found)
     # Like Slack, metadata is only shown to a caller who asks for it.
     metadata = args.get("include_all_metadata", "false").lower() in ("true", "1")
     messages = [m if metadata else {k: v for k, v in m.items() if k != "metadata"}
                 for m in page]
     return JSONResponse({"ok": True, "messages": messages, "has_more": more,
-                         "response_metadata": {"next_cursor": _cursor(start + limit) if more
+                         "response_metadata": {"next_cursor": _cursor(start + size) if more
                                                else ""}})
 
 

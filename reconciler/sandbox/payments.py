@@ -15,8 +15,9 @@ Test payment methods, as Stripe's test mode names them: `pm_card_visa` succeeds,
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
-import re
 import uuid
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -26,14 +27,13 @@ from fastapi.responses import JSONResponse
 
 from reconciler.sandbox.faults import Faults, perform_write, requested_faults
 from reconciler.sandbox.state import JSONObject, KeyRecord
+from reconciler.sandbox.stripe_search import SearchQueryError, parse
 from reconciler.sandbox.wire import State, read_stripe_body, reads_available
 
 PROVIDER = "pay"
 
 router = APIRouter(prefix="/pay", tags=["payments"], dependencies=[Depends(reads_available)])
 
-# Stripe's search grammar is large; probes only ever need one metadata equality.
-_METADATA_QUERY = re.compile(r"""metadata\[(['"])(?P<key>[^'"]+)\1\]:(['"])(?P<value>[^'"]*)\3""")
 _DECLINED = "pm_card_chargeDeclined"
 
 
@@ -44,6 +44,11 @@ class _Kind:
     name: str
     prefix: str
     path: str
+
+
+    @property
+    def resource(self) -> str:
+        return self.path.removeprefix("/v1/")
 
 
 CHARGE = _Kind("charge", "ch_", "/v1/charges")
@@ -182,16 +187,36 @@ async def _create(kind: _Kind, request: Request, state: State, faults: Faults,
             state.release_key(idempotency_key)
 
 
-def _search(kind: _Kind, state: State, query: str) -> JSONResponse:
-    match = _METADATA_QUERY.fullmatch(query.strip())
-    if match is None:
-        return _error(400, "invalid_request_error",
-                      "the sandbox supports only metadata['<key>']:'<value>' queries")
-    key, value = match["key"], match["value"]
-    data = [r.data for r in state.search(PROVIDER)
-            if r.scope == kind.name and r.data["metadata"].get(key) == value]
+def _search(kind: _Kind, state: State, query: str, limit: int,
+            page: str | None) -> JSONResponse:
+    """Stripe's search: lagging (`search_lag_s`), newest first, `next_page` an opaque token
+    (https://docs.stripe.com/api/pagination/search)."""
+    try:
+        selects = parse(query, kind.resource)
+    except SearchQueryError as refused:
+        return _error(400, "invalid_request_error", str(refused), param="query")
+    start = _page_offset(page)
+    if start is None:
+        return _error(400, "invalid_request_error", "Invalid page token.", param="page")
+    data = [r.data for r in state.search(PROVIDER) if r.scope == kind.name and selects(r.data)]
+    more = start + limit < len(data)
     return JSONResponse({"object": "search_result", "url": kind.path + "/search",
-                         "has_more": False, "next_page": None, "data": data})
+                         "has_more": more, "data": data[start:start + limit],
+                         "next_page": _page_token(start + limit) if more else None})
+
+
+def _page_token(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"offset:{offset}".encode()).decode()
+
+
+def _page_offset(token: str | None) -> int | None:
+    if token is None:
+        return 0
+    try:
+        kind, _, number = base64.urlsafe_b64decode(token).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return int(number) if kind == "offset" and number.isdigit() else None
 
 
 def _list(kind: _Kind, state: State, request: Request, limit: int,
@@ -234,8 +259,9 @@ def _routes(kind: _Kind) -> None:
                      idempotency_key: Key = None) -> JSONResponse:
         return await _create(kind, request, state, faults, idempotency_key)
 
-    async def search(state: State, query: str) -> JSONResponse:
-        return _search(kind, state, query)
+    async def search(state: State, query: str, limit: Limit = 10,
+                     page: str | None = None) -> JSONResponse:
+        return _search(kind, state, query, limit, page)
 
     async def listing(state: State, request: Request, limit: Limit = 10,
                       starting_after: str | None = None) -> JSONResponse:

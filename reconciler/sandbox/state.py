@@ -80,7 +80,8 @@ class SandboxState:
         self._records: dict[tuple[str, str], Record] = {}
         self._keys: dict[str, KeyRecord] = {}
         self._snapshot_seq: int | None = None
-        self._armed: dict[str, str] = {}
+        self._armed: dict[tuple[str, str], str] = {}
+        self._scopes: set[tuple[str, str]] = set()
 
     @property
     def config(self) -> SandboxConfig:
@@ -96,25 +97,35 @@ class SandboxState:
                 self._snapshot_seq = None
             return self._config
 
-    def arm(self, root: str, faults: str) -> None:
-        """The next write under `root` (`pay`, `mail`, `chat`, `gh`, `twilio`) takes `faults`
-        (as the `X-Sandbox-Fault` header would give them), for a client, like a provider's
-        SDK, that sends no header of ours."""
+    def arm(self, root: str, faults: str, side: str = "write") -> None:
+        """The next write (or, with side "read", the next read) under `root` (`pay`, `mail`,
+        `chat`, `gh`, `twilio`) takes `faults` (as the `X-Sandbox-Fault` header would give
+        them), for a client, like a provider's SDK, that sends no header of ours."""
         with self._lock:
-            self._armed[root] = faults
+            self._armed[root, side] = faults
 
-    def take_armed(self, root: str) -> str | None:
+    def take_armed(self, root: str, side: str = "write") -> str | None:
         with self._lock:
-            return self._armed.pop(root, None)
+            return self._armed.pop((root, side), None)
 
     def reset(self) -> None:
         """Forget all objects, keys and config; the clock stays (it is the test's, not state)."""
         with self._lock:
             self._armed.clear()
+            self._scopes.clear()
             self._config = SandboxConfig()
             self._records.clear()
             self._keys.clear()
             self._snapshot_seq = None
+
+    def open_scope(self, provider: str, scope: str) -> None:
+        """Make `scope` (a chat channel) exist, with or without objects in it."""
+        with self._lock:
+            self._scopes.add((provider, scope))
+
+    def scope_open(self, provider: str, scope: str) -> bool:
+        with self._lock:
+            return (provider, scope) in self._scopes
 
     def commit(
         self, provider: str, request_hash: str, build: Build, *, copies: int, scope: str = ""

@@ -1,34 +1,22 @@
-"""HTTP plumbing the four fake providers share: the state, the received body, error answers."""
+"""HTTP plumbing the fake providers share: the state, the received body, error answers."""
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from typing import Annotated
 from urllib.parse import parse_qsl
 
 from fastapi import Depends, Request
-from fastapi.responses import JSONResponse
 
 from reconciler.errors import HashInputError
 from reconciler.hashing import request_hash
+from reconciler.sandbox.faults import Faults, is_read, read_faults
+from reconciler.sandbox.shapes import ProviderError, provider_root, rate_limited
 from reconciler.sandbox.state import JSONObject, SandboxState
 
-
-class ProviderError(Exception):
-    """An answer in a provider's own error shape, raised where returning one is not possible
-    (dependencies, helpers)."""
-
-    def __init__(self, status_code: int, body: JSONObject,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(status_code, body)
-        self.status_code = status_code
-        self.body = body
-        self.headers = headers or {}
-
-    def response(self) -> JSONResponse:
-        return JSONResponse(self.body, self.status_code, headers=self.headers)
+__all__ = ["JsonBody", "ProviderError", "State", "read_json_body", "read_stripe_body",
+           "reads_available", "sandbox_state"]
 
 
 # The dependencies here and in faults.py are `async def` though they never await: FastAPI runs
@@ -42,39 +30,17 @@ async def sandbox_state(request: Request) -> SandboxState:
 State = Annotated[SandboxState, Depends(sandbox_state)]
 
 
-async def reads_available(request: Request, state: State) -> None:
+async def reads_available(request: Request, state: State,
+                          faults: Annotated[Faults, Depends(read_faults)]) -> None:
     """Router dependency: with `read_unavailable`, every GET under a provider fails; with
-    `rate_limited_s`, every read answers its provider's rate limit."""
+    `rate_limited_s`, every read answers its provider's rate limit; a read's own faults
+    (`X-Sandbox-Fault`) apply."""
     config = state.config
     if request.method == "GET" and config.read_unavailable:
         raise ProviderError(503, {"error": "read api unavailable"})
-    reading = request.method == "GET" or request.url.path.startswith("/chat/api/conversations.")
-    if reading and config.rate_limited_s > 0:
-        raise _rate_limit(request.url.path.strip("/").split("/")[0], config.rate_limited_s,
-                          state.clock.now())
-
-
-def _rate_limit(root: str, wait_s: float, now: float) -> ProviderError:
-    """Each provider's own answer to a spent rate limit."""
-    seconds = str(math.ceil(wait_s))
-    if root == "gh":  # a primary limit: 403, no Retry-After, the reset as a Unix time
-        return ProviderError(403, {"message": "API rate limit exceeded",
-                                   "documentation_url": "https://docs.github.com/rest/"
-                                   "using-the-rest-api/rate-limits-for-the-rest-api"},
-                             {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "0",
-                              "x-ratelimit-reset": str(math.ceil(now + wait_s))})
-    if root == "chat":
-        return ProviderError(429, {"ok": False, "error": "ratelimited"},
-                             {"Retry-After": seconds})
-    if root == "pay":
-        return ProviderError(429, {"error": {
-            "type": "invalid_request_error", "code": "rate_limit",
-            "message": "Request rate limit exceeded."}})
-    if root == "twilio":
-        return ProviderError(429, {"code": 20429, "message": "Too Many Requests",
-                                   "status": 429}, {"Retry-After": seconds})
-    return ProviderError(429, {"ErrorCode": 0, "Message": "Rate limit exceeded"},
-                         {"Retry-After": seconds})
+    if is_read(request) and config.rate_limited_s > 0:
+        raise rate_limited(provider_root(request.url.path), config.rate_limited_s,
+                           state.clock.now())
 
 
 @dataclass(frozen=True, slots=True)
