@@ -29,12 +29,17 @@ def _secret(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RECONCILER_WEBHOOK_SECRET_STANDARD_PAY", SECRET)
 
 
+#: Standard Webhooks' own header names, and those of senders that deliver through Svix (Clerk,
+#: Resend): https://docs.svix.com/receiving/verifying-payloads/how-manual
+FAMILIES = ["webhook", "svix"]
+
+
 def signed(body: bytes, *, key: bytes = KEY, msg_id: str = "msg_2Lk0zvQ8rT",
-           at: int | None = None) -> dict[str, str]:
+           at: int | None = None, family: str = "webhook") -> dict[str, str]:
     timestamp = str(int(time.time()) if at is None else at)
     mac = hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
-    return {"webhook-id": msg_id, "webhook-timestamp": timestamp,
-            "webhook-signature": "v1," + base64.b64encode(mac).decode()}
+    return {f"{family}-id": msg_id, f"{family}-timestamp": timestamp,
+            f"{family}-signature": "v1," + base64.b64encode(mac).decode()}
 
 
 def test_a_delivery_signed_as_the_spec_says_passes_the_reference_verifier() -> None:
@@ -44,36 +49,58 @@ def test_a_delivery_signed_as_the_spec_says_passes_the_reference_verifier() -> N
         Webhook(SECRET).verify(body, signed(body, key=b"another-key"))
 
 
-def test_signed_delivery_records_a_receipt_for_the_paths_provider(sidecar: Sidecar) -> None:
+@pytest.mark.parametrize("family", FAMILIES)
+def test_signed_delivery_records_a_receipt_for_the_paths_provider(
+        sidecar: Sidecar, family: str) -> None:
     sidecar.intent("op-1", "pay")
     body = encoded(event("standard_payment_succeeded"))
-    response = deliver(sidecar, PATH, body, signed(body))
+    response = deliver(sidecar, PATH, body, signed(body, family=family))
     assert response.status_code == 200, response.text
     assert receipts(sidecar, "op-1") == [("webhook:pay", "pay_01JDKQ3W6X9Y", H)]
     assert sidecar.get("/v1/operations/op-1")["verdict"] == "verified_applied"
 
 
-@pytest.mark.parametrize("case", ["wrong_key", "stale", "future", "no_headers", "garbled"])
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("case", ["forged", "stale", "future", "altered", "no_headers",
+                                  "garbled"])
 def test_a_bad_signature_or_timestamp_gets_401_and_leaves_no_trace(
-        sidecar: Sidecar, case: str) -> None:
+        sidecar: Sidecar, case: str, family: str) -> None:
     sidecar.intent("op-1", "pay")
     body = encoded(event("standard_payment_succeeded"))
     now = int(time.time())
-    headers = {"wrong_key": signed(body, key=b"not-ours"), "stale": signed(body, at=now - 310),
-               "future": signed(body, at=now + 310), "no_headers": {},
-               "garbled": {**signed(body), "webhook-signature": "v1"}}[case]
+    headers = {"forged": signed(body, key=b"not-ours", family=family),
+               "stale": signed(body, at=now - 310, family=family),
+               "future": signed(body, at=now + 310, family=family),
+               "altered": signed(body.replace(b"op-1", b"op-2"), family=family),
+               "no_headers": {},
+               "garbled": {**signed(body, family=family), f"{family}-signature": "v1"}}[case]
     before = traces(sidecar.store)
     assert_problem(deliver(sidecar, PATH, body, headers), 401, "webhook-rejected")
     assert traces(sidecar.store) == before
 
 
-def test_a_replayed_message_id_gets_401_and_is_recorded_once(sidecar: Sidecar) -> None:
+@pytest.mark.parametrize(("first", "then"), [(a, b) for a in FAMILIES for b in FAMILIES])
+def test_a_replayed_message_id_gets_401_and_is_recorded_once_under_either_header_family(
+        sidecar: Sidecar, first: str, then: str) -> None:
     sidecar.intent("op-1", "pay")
     body = encoded(event("standard_payment_succeeded"))
-    assert deliver(sidecar, PATH, body, signed(body)).status_code == 200
+    assert deliver(sidecar, PATH, body, signed(body, family=first)).status_code == 200
     after_first = traces(sidecar.store)
-    assert_problem(deliver(sidecar, PATH, body, signed(body)), 401, "webhook-rejected")
+    assert_problem(deliver(sidecar, PATH, body, signed(body, family=then)), 401,
+                   "webhook-rejected")
     assert traces(sidecar.store) == after_first
+
+
+def test_a_delivery_mixing_the_two_header_families_gets_401(sidecar: Sidecar) -> None:
+    """Read as one family whole: a `webhook-id` beside `svix-*` timestamp and signature is a
+    delivery with no `webhook-timestamp`/`webhook-signature`, never a pick of the two."""
+    sidecar.intent("op-1", "pay")
+    body = encoded(event("standard_payment_succeeded"))
+    svix = signed(body, family="svix")
+    mixed = {"webhook-id": svix["svix-id"], "svix-timestamp": svix["svix-timestamp"],
+             "svix-signature": svix["svix-signature"]}
+    assert_problem(deliver(sidecar, PATH, body, mixed), 401, "webhook-rejected")
+    assert receipts(sidecar, "op-1") == []
 
 
 def test_a_message_id_is_remembered_past_the_specs_example_retry_schedule(

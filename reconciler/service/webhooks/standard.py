@@ -3,6 +3,13 @@
 within five minutes either way, checked by the `standardwebhooks` package. The secret is the
 `whsec_<base64>` the provider shows, in RECONCILER_WEBHOOK_SECRET_STANDARD_<PROVIDER>.
 
+Senders that deliver through Svix (Clerk, Resend, ...) send the same scheme under Svix's own
+header names, `svix-id`, `svix-timestamp` and `svix-signature` (Svix's docs: "svix-id ... or
+webhook-id for unbranded"; its `svix` library reads `svix-*` and falls back to `webhook-*`).
+A delivery is read under one family whole: `webhook-*` when `webhook-id` is there, `svix-*`
+otherwise, so a mix of the two never verifies, and both families share one delivery-id space.
+https://docs.svix.com/receiving/verifying-payloads/how-manual
+
 The spec fixes no payload beyond `type`, `timestamp` and `data`; the operation is
 `data.metadata.operation_id` (and `data.metadata.request_hash`), the receipt's ref `data.id`,
 and `{provider}` in the path must be the intent's provider.
@@ -18,6 +25,7 @@ https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-w
 from __future__ import annotations
 
 import binascii
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated
 
@@ -59,14 +67,27 @@ def standard_webhook(provider: Provider, body: RawBody, request: Request,
     except (EmptyWebhookSecretError, binascii.Error, ValueError):
         raise ProblemError(NOT_CONFIGURED, f"{secret_env(secret_name)} is not a Standard "
                            "Webhooks secret (whsec_ followed by base64)") from None
+    signed = standard_headers(request.headers)
     try:
-        webhook.verify(body, dict(request.headers), json_parse=False)
+        webhook.verify(body, signed, json_parse=False)
     except (WebhookVerificationError, ValueError):  # ValueError: malformed header or body
-        raise rejected(provider, "webhook-signature does not verify with the secret, or "
-                       f"webhook-timestamp is more than {TOLERANCE_S}s off") from None
+        raise rejected(provider, "webhook-signature (or svix-signature) does not verify with "
+                       "the secret, or webhook-timestamp (svix-timestamp) is more than "
+                       f"{TOLERANCE_S}s off") from None
     event = json_event(body)
     data = event.get("data")
     named = found(dig(data, "metadata.operation_id"), dig(data, "id"),
                   dig(data, "metadata.request_hash"))
-    return accept(wiring, provider, request.headers.get("webhook-id", ""),
+    return accept(wiring, provider, signed.get("webhook-id", ""),
                   remember(RETRY_WINDOW), named, scheme=f"standard:{provider}")
+
+
+_PARTS = ("id", "timestamp", "signature")
+
+
+def standard_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The `webhook-*` headers the verifier reads: the delivery's own, or its `svix-*` ones
+    renamed when it has no `webhook-id` (one family whole; a missing one stays missing)."""
+    family = "webhook" if "webhook-id" in headers else "svix"
+    return {f"webhook-{part}": headers[f"{family}-{part}"] for part in _PARTS
+            if f"{family}-{part}" in headers}
