@@ -1,0 +1,51 @@
+/**
+ * The Vercel AI SDK (`ai`): a tool's `execute`, gated. Pass it to `tool()` as its execute:
+ *
+ *   const charge = tool({
+ *     description: "Charge an order", inputSchema: z.object({ order: z.string(), amount: z.number() }),
+ *     execute: reconciledExecute(effects, "charge", async ({ order, amount }) => pay(order, amount)),
+ *   });
+ *   await generateText({ model, tools: { charge }, context: { runId }, prompt });
+ *
+ * The operation is the run's call of the tool with these arguments (`toolOperation`): the run
+ * comes from `scope` (default: the tool context's `runId`), and the tool call id is recorded
+ * with the intent. A call whose answer was lost, or a repeat the gate answers from the record,
+ * returns what happened and what not to do (a string the model reads) instead of throwing: the
+ * SDK would hand the model the bare error and let it call again.
+ */
+import type { ToolExecutionOptions } from "ai";
+
+import { ToolOutcome, type ToolArguments, type ToolEffects } from "../tools.js";
+
+export type Scope<C> = (options: ToolExecutionOptions<C>) => string;
+
+function runIdOf(context: unknown): string | undefined {
+  const found = typeof context === "object" && context !== null
+    ? (context as Record<string, unknown>).runId : undefined;
+  return typeof found === "string" && found ? found : undefined;
+}
+
+/** The run a call belongs to: the tool context's `runId` (ai 5 and 6 named it
+ * `experimental_context`). Give `scope` when neither is set. */
+export function contextScope<C>(options: ToolExecutionOptions<C>): string {
+  const legacy = (options as { experimental_context?: unknown }).experimental_context;
+  const found = runIdOf(options.context) ?? runIdOf(legacy);
+  if (found === undefined) {
+    throw new TypeError("reconciledExecute: no run id: pass `context: { runId }` to " +
+      "generateText/streamText, or give a `scope` function");
+  }
+  return found;
+}
+
+/** `execute`, gated by `effects` as the tool `name`. */
+export function reconciledExecute<I extends ToolArguments, O, C = unknown>(
+  effects: ToolEffects, name: string,
+  execute: (input: I, options: ToolExecutionOptions<C>) => Promise<O>,
+  scope: Scope<C> = contextScope,
+): (input: I, options: ToolExecutionOptions<C>) => Promise<O | string> {
+  return async (input, options) => {
+    const result = await effects.run(scope(options), name, input,
+      () => execute(input, options), options.toolCallId);
+    return result instanceof ToolOutcome ? result.message : result;
+  };
+}
