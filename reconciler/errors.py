@@ -96,6 +96,11 @@ class RetryRefusedError(ReconcilerError):
         self.reason = reason
         self.findings = tuple(findings)
 
+    def __reduce__(self) -> tuple[type[RetryRefusedError], tuple[str, str, str, tuple[str, ...]]]:
+        # A durable engine keeps a failed step's error pickled and raises it again on replay
+        # (DBOS's default serializer): it must come back whole, verdict and findings included.
+        return type(self), (self.operation_id or "", self.verdict, self.reason, self.findings)
+
 
 class RunKeyError(ReconcilerError):
     """No usable run key: set RECONCILER_RUN_KEY (`reconciler run-key` prints a new one)."""
