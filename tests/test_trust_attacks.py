@@ -7,11 +7,18 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from threading import Barrier
+from urllib.parse import quote
 
 import httpx
 import pytest
 from test_trust_bounded_inputs import runs_sidecar
 
+from reconciler.ledger import Ledger
+from reconciler.service import Settings, create_app
+from reconciler.store.schema import make_engine, open_store
+from reconciler.store.sql import SqlStore
+
+from service_harness import serving
 from sidecar_client import H, Sidecar, assert_problem
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
@@ -103,3 +110,30 @@ def test_a_nul_in_a_run_parameter_is_a_4xx(
         store_url: str, method: str, path: str, params: dict[str, str], body: object) -> None:
     with runs_sidecar(store_url) as http:
         _assert_refused(http.request(method, path, params=params, json=body))
+
+
+def _read_only(url: str) -> str:
+    """The same store, opened so that every write is refused (as on a full disk: reads answer,
+    nothing commits)."""
+    if url.startswith("sqlite:///"):
+        return f"sqlite:///file:{url.removeprefix('sqlite:///')}?mode=ro&uri=true"
+    return url.replace("options=", "options=" + quote("-cdefault_transaction_read_only=on "), 1)
+
+
+def test_readyz_fails_while_the_store_refuses_writes(store_url: str) -> None:
+    open_store(store_url).engine.dispose()  # created and migrated
+    store = SqlStore(make_engine(_read_only(store_url)))
+    app = create_app(Settings(db=store_url, sweep_interval_s=0), ledger=Ledger(store))
+    try:
+        with serving(app) as url, httpx.Client(base_url=url, timeout=30) as http:
+            assert http.get("/v1/operations").status_code == 200  # reads answer
+            refused = http.post("/v1/operations", json=_intent_body("op"))
+            assert_problem(refused, 503, "store-unavailable")  # nothing recorded: try again
+            problem = assert_problem(http.get("/readyz"), 503, "store-unavailable")
+            assert "refuses writes" in problem["detail"]
+    finally:
+        store.engine.dispose()
+
+
+def test_readyz_answers_ready_on_a_store_that_writes(sidecar: Sidecar) -> None:
+    assert sidecar.get("/readyz") == {"status": "ready"}

@@ -6,6 +6,8 @@ import logging
 
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 
 from reconciler.errors import StoreUnavailableError
 from reconciler.metrics import RECONCILE_LAG
@@ -14,6 +16,7 @@ from reconciler.service.metering import measure_waiting, reconcile_lag_s
 from reconciler.service.problems import STORE_UNAVAILABLE, ProblemError, problem_responses
 from reconciler.service.wiring import Wired
 from reconciler.store.schema import journal_of
+from reconciler.store.sql import SqlStore
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +32,35 @@ def healthz() -> dict[str, str]:
 @router.get("/readyz", responses=problem_responses(503))
 def readyz(wiring: Wired) -> dict[str, str]:
     """Readiness: the receipt store answers a query on its own tables (an empty or foreign
-    database where the store should be is not ready: every write would fail)."""
+    database where the store should be is not ready: every write would fail), and commits a
+    write (a full disk or a read-only database answers reads while refusing every intent)."""
     try:
         wiring.store.ready()
     except StoreUnavailableError as exc:
         log.warning("not ready: %s", exc)
         raise ProblemError(STORE_UNAVAILABLE, "the receipt store does not answer") from None
+    try:
+        commits_a_write(wiring.ledger.store)
+    except (StoreUnavailableError, SQLAlchemyError) as exc:
+        log.warning("not ready: the receipt store refuses a write: %s", exc)
+        raise ProblemError(STORE_UNAVAILABLE, (
+            "the receipt store answers reads but refuses writes (disk full? read-only?): "
+            "every intent would be refused; the sidecar's log has the store's error")) from None
     return {"status": "ready"}
+
+
+#: A write that changes nothing yet is committed like any other: the row is rewritten (a new
+#: row version on PostgreSQL, a page in SQLite's write-ahead log), so it needs what an intent
+#: needs (space, a writable file, a server that accepts writes). The migrations' own table: the
+#: one every store has, with one row.
+TRIAL_WRITE = text("UPDATE alembic_version SET version_num = version_num")
+
+
+def commits_a_write(store: Store) -> None:
+    """Commit TRIAL_WRITE through the store's group committer, as intents are; the in-memory
+    twin always can."""
+    if isinstance(store, SqlStore):
+        store.commit([(TRIAL_WRITE, {})])
 
 
 @router.get("/metrics", response_class=Response,

@@ -18,6 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import InternalError
 from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -124,6 +125,7 @@ def install_problem_handlers(app: FastAPI, routes: Sequence[BaseRoute]) -> None:
     app.add_exception_handler(HTTPException, on_http)  # type: ignore[arg-type]
     for error in _BY_ERROR:
         app.add_exception_handler(error, _on_reconciler_error)  # type: ignore[arg-type]
+    app.add_exception_handler(InternalError, _on_store_refusal)  # type: ignore[arg-type]
 
 
 async def _on_problem(request: Request, exc: ProblemError) -> JSONResponse:
@@ -171,6 +173,15 @@ async def _on_reconciler_error(request: Request, exc: ReconcilerError) -> JSONRe
                                  "type": exc.kind}]
     return problem_response(kind, detail, request.url.path, operation_id=exc.operation_id,
                             extensions=extensions)
+
+
+async def _on_store_refusal(request: Request, exc: InternalError) -> JSONResponse:
+    """The database refused the transaction for a state of its own, not for the request: on
+    PostgreSQL a read-only transaction (a standby after a failover, default_transaction_read_only),
+    one already aborted: nothing was recorded, and the same request may pass later."""
+    log.warning("store refused %s %s: %s", request.method, request.url.path, exc.orig)
+    return problem_response(STORE_UNAVAILABLE, "the receipt store refused the write; nothing "
+                            "was recorded, try again later", request.url.path)
 
 
 class SafetyNet:
