@@ -18,10 +18,14 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from reconciler.service.app import create_app
+from reconciler.service.settings import Settings
 from reconciler.serving import bind, in_thread
 
 from databases import pg_schema
@@ -38,6 +42,26 @@ def serving(app: FastAPI, *, timeout_s: float = 10.0) -> Iterator[str]:
     with in_thread(server, bind(LOOPBACK, 0), startup_timeout_s=timeout_s,
                    shutdown_timeout_s=timeout_s) as url:
         yield url
+
+
+@contextmanager
+def configured_sidecar(config_toml: str, folder: Path, *,
+                       timeout_s: float = 10.0) -> Iterator[httpx.Client]:
+    """The sidecar in a thread, on a SQLite file in `folder`, its providers and probes from
+    `config_toml` (a reconciler.toml's text), no sweep: a client on its loopback URL."""
+    config = folder / "reconciler.toml"
+    config.write_text(config_toml)
+    settings = Settings(db=f"sqlite:///{folder / 'r.db'}", sweep_interval_s=0, config=config)
+    with serving(create_app(settings)) as url, httpx.Client(
+            base_url=url, timeout=timeout_s, trust_env=False) as http:
+        yield http
+
+
+def answered(response: httpx.Response, status: int = 200) -> dict[str, Any]:
+    """The JSON object of a response that must have `status`."""
+    assert response.status_code == status, response.text
+    body: dict[str, Any] = response.json()
+    return body
 
 
 @dataclass

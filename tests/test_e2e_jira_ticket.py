@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -25,10 +24,8 @@ from probes.recipes.jira import LABEL
 from reconciler.hashing import request_hash
 from reconciler.sandbox import RunningSandbox
 from reconciler.sandbox.jira import account_id
-from reconciler.service.app import create_app
-from reconciler.service.settings import Settings
 
-from service_harness import serving
+from service_harness import answered, configured_sidecar
 
 EMAIL, TOKEN = "agent@example.test", "sandbox-api-token"
 #: The sandbox index lags this long in the lag case; the provider's window is configured longer.
@@ -64,19 +61,9 @@ def provider(sandbox: RunningSandbox, monkeypatch: pytest.MonkeyPatch) -> Runnin
 
 @pytest.fixture
 def sidecar(tmp_path: Path, provider: RunningSandbox) -> Iterator[httpx.Client]:
-    config = tmp_path / "reconciler.toml"
-    config.write_text(CONFIG.format(url=provider.url, account=account_id(EMAIL),
-                                    lag=VISIBILITY_LAG_S))
-    settings = Settings(db=f"sqlite:///{tmp_path / 'r.db'}", sweep_interval_s=0, config=config)
-    with serving(create_app(settings)) as url, httpx.Client(base_url=url, timeout=10.0,
-                                                             trust_env=False) as http:
+    with configured_sidecar(CONFIG.format(url=provider.url, account=account_id(EMAIL),
+                                          lag=VISIBILITY_LAG_S), tmp_path) as http:
         yield http
-
-
-def ok(response: httpx.Response, status: int = 200) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    body: dict[str, Any] = response.json()
-    return body
 
 
 def create_lost(sidecar: httpx.Client, sandbox: RunningSandbox, op: str) -> str:
@@ -84,7 +71,7 @@ def create_lost(sidecar: httpx.Client, sandbox: RunningSandbox, op: str) -> str:
     sandbox commits the issue and holds the answer), then the attempt it saw: a timeout."""
     params = {"project": "OPS", "summary": "Flaky deploy", "operation_id": op}
     hash_ = request_hash(params)
-    ok(sidecar.post("/v1/operations", json={
+    answered(sidecar.post("/v1/operations", json={
         "operation_id": op, "request_hash": hash_, "provider": "jira",
         "action": "issue.create", "effect": "non_idempotent", "correlation": {"project": "OPS"},
         # The label is how the search finds the issue (docs/providers/jira.md).
@@ -96,7 +83,7 @@ def create_lost(sidecar: httpx.Client, sandbox: RunningSandbox, op: str) -> str:
         client.create_issue(fields={
             "project": {"key": "OPS"}, "issuetype": {"name": "Task"}, "summary": "Flaky deploy",
             "labels": [LABEL.format(operation_id=op)]}, prefetch=False)
-    ok(sidecar.post(f"/v1/operations/{op}/attempts", json={
+    answered(sidecar.post(f"/v1/operations/{op}/attempts", json={
         "attempt": 1, "request_hash": hash_, "outcome": "timeout"}), 201)
     return hash_
 
@@ -110,8 +97,8 @@ def test_a_timed_out_create_the_sandbox_applied_is_one_issue_and_no_retry(
     op = "run-j.call-1"
     hash_ = create_lost(sidecar, provider, op)
 
-    verdict = ok(sidecar.post(f"/v1/operations/{op}/reconcile"))
-    retry = ok(sidecar.post(f"/v1/operations/{op}/retry", json={
+    verdict = answered(sidecar.post(f"/v1/operations/{op}/reconcile"))
+    retry = answered(sidecar.post(f"/v1/operations/{op}/retry", json={
         "request_hash": hash_, "holder": "worker-1"}))
 
     [issue] = issues(provider)
@@ -127,13 +114,13 @@ def test_inside_the_search_lag_the_zero_proves_nothing_and_no_retry_is_granted(
     op = "run-j.call-2"
     hash_ = create_lost(sidecar, provider, op)
 
-    early = ok(sidecar.post(f"/v1/operations/{op}/reconcile"))
-    refused = ok(sidecar.post(f"/v1/operations/{op}/retry", json={
+    early = answered(sidecar.post(f"/v1/operations/{op}/reconcile"))
+    refused = answered(sidecar.post(f"/v1/operations/{op}/retry", json={
         "request_hash": hash_, "holder": "worker-1"}))
     assert early["verdict"] == "indeterminate" and not refused["allowed"], early
     assert "zero_not_conclusive" in early["findings"]
 
     provider.state.configure(search_lag_s=0)   # the index caught up
-    late = ok(sidecar.post(f"/v1/operations/{op}/reconcile"))
+    late = answered(sidecar.post(f"/v1/operations/{op}/reconcile"))
     assert late["verdict"] == "verified_applied", late
     assert len(issues(provider)) == 1
