@@ -1,6 +1,8 @@
 """A sidecar with something for the operator console to show: an operation escalated to a
 human ("late", provider "slow", deadline 0) and a run waiting for approval ("r1": its send
-timed out), served over HTTP with a token, and a headless Chromium to drive it."""
+timed out), served over HTTP with a token, and a headless Chromium to drive it. Asked for,
+runs waiting for approval before their first send (a `refund` tool marked needs_approval),
+on SQLite or on another store URL (PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from selenium.webdriver.chrome.webdriver import WebDriver
 
 from reconciler.domain import Effect, ProviderContract
 from reconciler.ledger import Ledger
-from reconciler.runs.messages import ToolSpec
+from reconciler.runs.messages import ModelRequest, ModelResponse, TextBlock, ToolSpec
 from reconciler.runtime.agent import Agent
 from reconciler.runtime.scripted import ScriptedModel, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
@@ -45,22 +47,50 @@ class FirstSendTimesOut:
         return ToolOutput("sent", status=200)
 
 
+class Refund:
+    """A tool that runs only with a human's approval: each call is counted where it lands."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.tool = Tool(ToolSpec("refund", "refund a charge", {"type": "object"}),
+                         Effect.NON_IDEMPOTENT, self, provider="bank", uses_key=True,
+                         needs_approval=True)
+
+    async def __call__(self, tool_call: ToolCall) -> ToolOutput:
+        self.sent.append(str(tool_call.input.get("charge")))
+        return ToolOutput("refunded", status=200)
+
+
+def first_step(request: ModelRequest) -> ModelResponse:
+    """The script's first step: a task that names a refund calls `refund`, any other `send`."""
+    task = " ".join(block.text for block in request.messages[0].content
+                    if isinstance(block, TextBlock))
+    if task.startswith("refund "):
+        return call(tool_use("refund", {"charge": task.removeprefix("refund ")}))
+    return call(tool_use("send", {"text": "hi"}))
+
+
 @dataclass
 class Console:
     url: str
     store: SqlStore
     send: FirstSendTimesOut
+    refund: Refund
     api: httpx.Client
 
 
 @contextmanager
-def console_sidecar(tmp_path: Path) -> Iterator[Console]:
-    store = open_store(f"sqlite:///{tmp_path / 'console.db'}")
+def console_sidecar(tmp_path: Path, *, first_sends: tuple[str, ...] = (),
+                    db: str | None = None) -> Iterator[Console]:
+    """The console's sidecar; each run id in `first_sends` waits for approval before the
+    first send of its refund (of charge `ch_<run id>`); `db` a store URL (default: a SQLite
+    file in `tmp_path`)."""
+    store = open_store(db or f"sqlite:///{tmp_path / 'console.db'}")
     store.put_contract(ProviderContract("chat", idempotency_keys=True))
     store.put_contract(ProviderContract("slow", idempotency_keys=True, reconcile_deadline_s=0))
-    send = FirstSendTimesOut()
-    agent = Agent(ScriptedModel([call(tool_use("send", {"text": "hi"})), say("done")]),
-                  [send.tool], {"reconcile_rounds": 1, "reconcile_wait_s": 0.0})
+    send, refund = FirstSendTimesOut(), Refund()
+    agent = Agent(ScriptedModel([first_step, say("done")]), [send.tool, refund.tool],
+                  {"reconcile_rounds": 1, "reconcile_wait_s": 0.0})
     app = create_app(Settings(sweep_interval_s=0, token=TOKEN), ledger=Ledger(store),
                      agent=agent)
     try:
@@ -74,7 +104,11 @@ def console_sidecar(tmp_path: Path) -> Iterator[Console]:
                 "outcome": "timeout"})
             run = api.post("/v1/runs", json={"input": "say hi", "run_id": "r1"}).json()
             assert run["state"] == "awaiting_approval", run
-            yield Console(url, store, send, api)
+            for run_id in first_sends:
+                run = api.post("/v1/runs", json={"input": f"refund ch_{run_id}",
+                                                  "run_id": run_id}).json()
+                assert run["state"] == "awaiting_approval", run
+            yield Console(url, store, send, refund, api)
     finally:
         store.engine.dispose()
 

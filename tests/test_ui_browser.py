@@ -1,6 +1,7 @@
 """The operator console in a real browser (headless Chromium under chromedriver): sign in,
 find the escalated operation in the queue, read its timeline, resolve it; find the run that
-waits for approval, approve the re-send; the store records what was decided, and by whom."""
+waits for approval, approve the re-send; approve a first send, reject another; the store
+records what was decided, and by whom, and the provider counts what was sent."""
 
 from __future__ import annotations
 
@@ -109,3 +110,56 @@ def test_an_operator_approves_the_retry_a_run_waits_for(tmp_path: Path) -> None:
     assert op is not None
     [approval] = console.store.facts(op).of(Approval)
     assert (approval.actor, approval.note) == ("admin", "not in the channel")
+
+
+def decide_run(driver: WebDriver, run_id: str, action: str, note: str) -> str:
+    """From the queue to the run's page, `action` with `note`, reviewed and confirmed: the
+    confirmation page's "what happens next"."""
+    follow(driver, run_id)
+    driver.find_element(By.ID, f"action-{action}").click()
+    driver.find_element(By.ID, "note").send_keys(note)
+    submit(driver, "review")
+    what_next = driver.find_element(By.ID, "what-next").text
+    submit(driver, "confirm")
+    return what_next
+
+
+def first_send_offers(driver: WebDriver) -> list[str]:
+    """The decisions the run page offers, checked to be for a call never sent."""
+    assert "before its first send" in driver.find_element(By.ID, "first-send").text
+    return [radio.get_attribute("value") or "" for radio in
+            driver.find_elements(By.CSS_SELECTOR, "#decide input[name=action]")]
+
+
+def test_an_operator_approves_a_first_send_and_it_is_sent_once(tmp_path: Path) -> None:
+    with console_sidecar(tmp_path, first_sends=("r2",)) as console, browser() as driver:
+        sign_in(driver, console.url)
+        [waiting] = [row for row in queue_rows(driver) if "r2" in row]
+        assert "waiting for approval before its first send" in waiting
+        follow(driver, "r2")
+        assert first_send_offers(driver) == ["approve", "reject"]
+        driver.back()
+        what_next = decide_run(driver, "r2", "approve", "customer asked twice")
+        assert "sent for the first time" in what_next and "again" not in what_next
+        assert driver.find_element(By.ID, "state").text == "completed"
+        follow(driver, "Needs a human")
+        assert not [row for row in queue_rows(driver) if "r2" in row]
+    assert console.refund.sent == ["ch_r2"]
+    [decided] = [e for e in SqlJournal(console.store).events("r2")
+                 if e.kind is EventKind.APPROVAL_DECIDED]
+    assert (decided.data["decision"], decided.data["actor"], decided.data["note"]) == (
+        "approve", "admin", "customer asked twice")
+
+
+def test_an_operator_rejects_a_first_send_and_nothing_is_sent(tmp_path: Path) -> None:
+    with console_sidecar(tmp_path, first_sends=("r3",)) as console, browser() as driver:
+        sign_in(driver, console.url)
+        what_next = decide_run(driver, "r3", "reject", "not this customer")
+        assert "not run" in what_next
+        assert driver.find_element(By.ID, "state").text == "completed"
+        assert "error (rejected)" in driver.find_element(By.ID, "calls").text
+    assert console.refund.sent == []
+    [decided] = [e for e in SqlJournal(console.store).events("r3")
+                 if e.kind is EventKind.APPROVAL_DECIDED]
+    assert (decided.data["decision"], decided.data["actor"], decided.data["note"]) == (
+        "reject", "admin", "not this customer")

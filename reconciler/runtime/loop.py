@@ -25,7 +25,7 @@ from reconciler.errors import ApprovalError, RunConflictError
 from reconciler.gate import RetryGate
 from reconciler.ledger import Ledger
 from reconciler.ports import Journal, OperationSummary
-from reconciler.runs.events import CallView, EventKind, RunView
+from reconciler.runs.events import CallView, EventKind, PendingApproval, RunView
 from reconciler.runs.messages import (
     Delta,
     ModelRequest,
@@ -72,6 +72,12 @@ EVIDENCE_ACTOR = "reconciler (evidence)"
 #: Verdicts that make the run that made the call unhealthy (SPEC section 4, rule 3 and the
 #: confirmation after success).
 UNHEALTHY = frozenset({Verdict.FALSE_SUCCESS.value, Verdict.DUPLICATE_EFFECT.value})
+
+
+def decisions_for(pending: PendingApproval) -> tuple[str, ...]:
+    """What a human may decide about the call a pending approval asks about: a call not sent
+    yet is approved or rejected; one sent already is decided from what happened."""
+    return FIRST_DECISIONS if pending.payload.get("kind") == BEFORE_DISPATCH else DECISIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,8 +230,7 @@ class AgentRuntime:
         pending = view.approval
         if pending is None or pending.resume_token != resume_token:
             raise ApprovalError(run_id, "no pending approval has this resume token")
-        allowed = (FIRST_DECISIONS if pending.payload.get("kind") == BEFORE_DISPATCH
-                   else DECISIONS)
+        allowed = decisions_for(pending)
         if decision not in allowed:
             raise ApprovalError(run_id, f"decision must be one of {', '.join(allowed)} for "
                                 "this call")

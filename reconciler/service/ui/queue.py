@@ -3,8 +3,9 @@ each with why it is there and for how long.
 
     operations  escalated, escalate_to_human, duplicate_effect, false_success, await_approval
                 (attention.reason_of), waiting since their verdict was decided
-    runs        awaiting_approval (a call whose effect is unknown), and unhealthy runs (a call
-                reported a success the provider does not show), waiting since they last moved
+    runs        awaiting_approval: a call waiting for approval before its first send, or a
+                call whose effect is unknown; and unhealthy runs (a call reported a success
+                the provider does not show), waiting since they last moved
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import datetime
 from reconciler.attention import EXPLAINED, Reason
 from reconciler.ports import Journal, Store
 from reconciler.runs.states import RunState
+from reconciler.runtime.loop import BEFORE_DISPATCH
 
 #: At most this many of each kind are read for one page of the queue.
 QUEUE_READ = 500
@@ -30,6 +32,7 @@ class Item:
 
 
 RUN_WHY = {
+    "first_send": "waiting for approval before its first send: approve it or reject it",
     "awaiting_approval": "a call's effect is unknown: decide whether it happened, approve a "
                          "re-send, or reject it",
     "unhealthy": "a call reported success but the provider shows no effect",
@@ -45,11 +48,19 @@ def needs_a_human(store: Store, journal: Journal | None) -> list[Item]:
     if journal is not None:
         for run in journal.list_runs(state=RunState.AWAITING_APPROVAL.value, limit=QUEUE_READ):
             items.append(Item("run", run.run_id, "awaiting_approval",
-                              RUN_WHY["awaiting_approval"], run.updated_at))
+                              RUN_WHY[_waiting_for(journal, run.run_id)], run.updated_at))
         for run in journal.list_runs(unhealthy=True, limit=QUEUE_READ):
             items.append(Item("run", run.run_id, "unhealthy", RUN_WHY["unhealthy"],
                               run.updated_at))
     return sorted(items, key=lambda item: item.since)
+
+
+def _waiting_for(journal: Journal, run_id: str) -> str:
+    """Which approval a run awaiting one waits for: before its call's first send, or after a
+    send whose effect is unknown (the list row does not say; the run's events do)."""
+    approval = journal.load(run_id).approval
+    first = approval is not None and approval.payload.get("kind") == BEFORE_DISPATCH
+    return "first_send" if first else "awaiting_approval"
 
 
 def age(since: datetime, now: datetime) -> str:
