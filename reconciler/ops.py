@@ -3,7 +3,9 @@
     reconciler ops queue                      what waits on a human, longest first
     reconciler ops show OP                    an operation: verdict, attempts, evidence
     reconciler ops resolve OP --verdict verified_applied --note "seen in the dashboard"
-    reconciler ops approve RUN [--decision not_applied|applied|approve_retry] --note ...
+    reconciler ops approve RUN --note ...     a call waiting for its first send: send it
+    reconciler ops approve RUN --decision not_applied|applied|approve_retry --note ...
+                                              a call sent already whose effect is unknown
     reconciler ops approve --operation OP --note ...   approve an operation's retry
     reconciler ops reject RUN --note ...
     reconciler ops runs [--state awaiting_approval] [--unhealthy] [--correlation-id ID]
@@ -45,9 +47,18 @@ class ResolveVerdict(StrEnum):
 
 
 class RunDecision(StrEnum):
+    approve = "approve"
     not_applied = "not_applied"
     applied = "applied"
     approve_retry = "approve_retry"
+
+
+#: The pending approval's `kind` for a call not sent yet (runtime.loop.BEFORE_DISPATCH, as the
+#: API's run answer carries it).
+BEFORE_DISPATCH = "before_dispatch"
+#: What each kind of pending approval takes (the API refuses any other).
+FIRST_SEND = (RunDecision.approve,)
+AFTER_SEND = (RunDecision.not_applied, RunDecision.applied, RunDecision.approve_retry)
 
 
 def _client() -> httpx.Client:
@@ -103,7 +114,9 @@ def _queue_items() -> list[dict[str, Any]]:
     for query, reason in (("state=awaiting_approval", "awaiting_approval"),
                           ("unhealthy=true", "unhealthy")):
         for run in _call("GET", f"/v1/runs?{query}&limit=500")["items"]:
-            items.append({"kind": "run", "id": run["run_id"], "reason": reason,
+            first = reason == "awaiting_approval" and _first_send(_pending(run["run_id"]))
+            items.append({"kind": "run", "id": run["run_id"],
+                          "reason": "first_send" if first else reason,
                           "since": run["updated_at"], "item": run})
     return sorted(items, key=lambda i: str(i["since"]))
 
@@ -111,7 +124,8 @@ def _queue_items() -> list[dict[str, Any]]:
 @ops.command("queue")
 def queue(as_json: Json = False) -> None:
     """What waits on a human: operations a human must act on (escalated, escalate_to_human),
-    duplicate effects and false successes, runs awaiting approval and unhealthy runs."""
+    duplicate effects and false successes, runs awaiting approval (first_send: waiting for
+    approval before its first send) and unhealthy runs."""
     items = _queue_items()
     if as_json:
         typer.echo(json.dumps([{k: v for k, v in i.items() if k != "item"} for i in items],
@@ -182,6 +196,10 @@ def _pending(run_id: str) -> dict[str, Any]:
     return approval
 
 
+def _first_send(pending: dict[str, Any]) -> bool:
+    return bool((pending.get("payload") or {}).get("kind") == BEFORE_DISPATCH)
+
+
 def _show_run(run: dict[str, Any], as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(run, indent=2))
@@ -192,9 +210,11 @@ def _show_run(run: dict[str, Any], as_json: bool) -> None:
 
 @ops.command("approve")
 def approve(run_id: Annotated[str | None, typer.Argument(help="the run waiting")] = None,
-            decision: Annotated[RunDecision, typer.Option(
-                help="not_applied: it did not happen, send it again; applied: it happened; "
-                "approve_retry: approve a re-send without saying")] = RunDecision.not_applied,
+            decision: Annotated[RunDecision | None, typer.Option(
+                help="approve: send a call waiting for its first send (the default for one); "
+                "for a call sent already, say which: not_applied: it did not happen, send it "
+                "again; applied: it happened; approve_retry: approve a re-send without "
+                "saying")] = None,
             operation: Annotated[str | None, typer.Option(
                 "--operation", help="approve this operation's retry instead (an action "
                 "that cannot be compensated)")] = None,
@@ -209,6 +229,15 @@ def approve(run_id: Annotated[str | None, typer.Argument(help="the run waiting")
         return
     assert run_id is not None
     pending = _pending(run_id)
+    allowed = FIRST_SEND if _first_send(pending) else AFTER_SEND
+    if decision is None and len(allowed) == 1:
+        decision = allowed[0]
+    if decision is None or decision not in allowed:
+        what = ("waits for approval before its first send" if _first_send(pending) else
+                "was sent already and its effect is unknown")
+        typer.echo(f"run {run_id}'s call {what}: --decision "
+                   f"{'|'.join(d.value for d in allowed)} (or ops reject)", err=True)
+        raise typer.Exit(2)
     _show_run(_call("POST", f"/v1/runs/{run_id}/approve", json={
         "resume_token": pending["resume_token"], "decision": decision.value,
         "actor": _actor(), "note": note}), as_json)

@@ -60,7 +60,8 @@ def test_resolve_records_the_verdict_with_the_note(console: Console) -> None:
 
 
 def test_approve_lets_the_run_send_again_and_go_on(console: Console) -> None:
-    assert "run r1: completed" in ops(console, "approve", "r1", "--note", "not sent")
+    assert "run r1: completed" in ops(console, "approve", "r1", "--decision", "not_applied",
+                                      "--note", "not sent")
     assert console.send.attempts == [1, 2]
     [decided] = [e for e in SqlJournal(console.store).events("r1")
                  if e.kind is EventKind.APPROVAL_DECIDED]
@@ -91,3 +92,42 @@ def test_a_run_that_waits_for_nothing_cannot_be_approved(console: Console) -> No
 
 def test_a_wrong_credential_says_so_and_exits_1(console: Console) -> None:
     assert "401" in ops(console, "queue", token="not-the-token", code=1)
+
+
+def test_a_call_sent_already_needs_a_decision_that_says_what_happened(
+        console: Console) -> None:
+    for args in ((), ("--decision", "approve")):
+        out = ops(console, "approve", "r1", *args, code=2)
+        assert "--decision not_applied|applied|approve_retry" in out
+    assert console.send.attempts == [1]
+
+
+@pytest.fixture
+def first_sends(tmp_path: Path) -> Iterator[Console]:
+    with console_sidecar(tmp_path, first_sends=("r2", "r3")) as running:
+        yield running
+
+
+def test_the_queue_names_a_run_waiting_for_its_first_send(first_sends: Console) -> None:
+    reasons = {i["id"]: i["reason"] for i in json.loads(ops(first_sends, "queue", "--json"))}
+    assert reasons == {"late": "escalate_to_human", "r1": "awaiting_approval",
+                       "r2": "first_send", "r3": "first_send"}
+
+
+def test_approve_sends_a_call_waiting_for_its_first_send(first_sends: Console) -> None:
+    assert "run r2: completed" in ops(first_sends, "approve", "r2", "--note", "asked twice")
+    assert first_sends.refund.sent == ["ch_r2"]
+    [decided] = [e for e in SqlJournal(first_sends.store).events("r2")
+                 if e.kind is EventKind.APPROVAL_DECIDED]
+    assert (decided.data["decision"], decided.data["note"]) == ("approve", "asked twice")
+
+
+def test_a_first_send_takes_no_decision_about_what_happened(first_sends: Console) -> None:
+    out = ops(first_sends, "approve", "r2", "--decision", "not_applied", code=2)
+    assert "waits for approval before its first send: --decision approve" in out
+    assert first_sends.refund.sent == []
+
+
+def test_reject_refuses_a_first_send(first_sends: Console) -> None:
+    assert "run r3: completed" in ops(first_sends, "reject", "r3", "--note", "no")
+    assert first_sends.refund.sent == []
