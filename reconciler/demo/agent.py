@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 import httpx
 
 from probes.matching import dig
+from probes.recipes.jira import LABEL
 from reconciler.domain import Attempt, Carried, Effect, Intent, Match, Outcome
 from reconciler.hashing import canonical_json, derive_idempotency_key, request_hash
 
@@ -28,6 +29,9 @@ OPERATION = "{operation_id}"
 CHANNEL = "C0DEMO"
 OWNER, REPO = "acme", "demo"
 TWILIO_ACCOUNT, SMS_TO = "AC0DEMO", "+15550001111"
+#: The Jira project the agent files its issues in, and who it logs in as (the sandbox's Jira
+#: takes any address and token: these are no secrets).
+JIRA_PROJECT, JIRA_EMAIL, JIRA_TOKEN = "OPS", "agent@example.test", "sandbox-token"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,15 +57,21 @@ class Shape:
     #: Sent form-encoded (Twilio) instead of as canonical JSON bytes.
     form: bool = False
     headers: Mapping[str, str] = field(default_factory=dict)
+    #: The body field the key travels in instead of an `Idempotency-Key` header (Google
+    #: Calendar's client-chosen event `id`).
+    key_field: str | None = None
 
-    def params(self, operation_id: str) -> dict[str, Any]:
-        """The exact JSON body the agent sends for `operation_id`."""
+    def params(self, operation_id: str, key: str | None = None) -> dict[str, Any]:
+        """The exact JSON body the agent sends for `operation_id` (and its key)."""
         filled: dict[str, Any] = _fill(self.body, operation_id)
+        if self.key_field is not None and key is not None:
+            filled[self.key_field] = key
         return filled
 
-    def request(self, operation_id: str) -> tuple[dict[str, str], bytes]:
+    def request(self, operation_id: str, key: str | None = None
+                ) -> tuple[dict[str, str], bytes]:
         """The headers and bytes of the body for `operation_id`."""
-        params = self.params(operation_id)
+        params = self.params(operation_id, key)
         if self.form:
             return ({**self.headers, "Content-Type": "application/x-www-form-urlencoded"},
                     urlencode(params).encode())
@@ -73,6 +83,8 @@ def _fill(template: Any, operation_id: str) -> Any:
         return template.replace(OPERATION, operation_id)
     if isinstance(template, Mapping):
         return {key: _fill(value, operation_id) for key, value in template.items()}
+    if isinstance(template, list):
+        return [_fill(value, operation_id) for value in template]
     return template
 
 
@@ -104,6 +116,22 @@ SHAPES: dict[str, Shape] = {shape.provider: shape for shape in (
           receipt_ref="sid", correlation={"to": SMS_TO}, form=True,
           headers={"Authorization": "Basic " + base64.b64encode(
               f"{TWILIO_ACCOUNT}:sandbox-token".encode()).decode()}),
+    # Jira has no idempotency key either; the label is how its JQL search finds the issue.
+    Shape("jira", "issue.create", Effect.NON_IDEMPOTENT, "/jira", "/rest/api/3/issue",
+          {"fields": {"project": {"key": JIRA_PROJECT}, "issuetype": {"name": "Task"},
+                      "summary": "Flaky deploy", "labels": [LABEL]}},
+          receipt_ref="key", correlation={"project": JIRA_PROJECT},
+          headers={"Authorization": "Basic " + base64.b64encode(
+              f"{JIRA_EMAIL}:{JIRA_TOKEN}".encode()).decode()}),
+    # Google Calendar: the agent chooses the event's id (its key) and tags the event with the
+    # operation id in its private extended properties; served at Google's own paths.
+    Shape("calendar", "events.insert", Effect.NON_IDEMPOTENT, "",
+          "/calendar/v3/calendars/primary/events",
+          {"summary": "Dentist", "start": {"dateTime": "2026-12-08T10:00:00Z"},
+           "end": {"dateTime": "2026-12-08T10:30:00Z"},
+           "extendedProperties": {"private": {"operation_id": OPERATION}}},
+          receipt_ref="id", keyed=True, key_field="id",
+          headers={"Authorization": "Bearer sandbox-token"}),
 )}
 
 
@@ -111,12 +139,16 @@ def plan_intent(shape: Shape, operation_id: str, at: datetime, run_id: str) -> I
     """The intent for one tool call, to record before dispatch. The tool call id is the
     operation id, so the derived key is stable across restarts of the same run."""
     key = derive_idempotency_key(run_id, operation_id) if shape.keyed else None
+    if key is not None and shape.key_field is not None:
+        # An event id is base32hex (a-v, 0-9): the key's hex digest is, its `rk_` is not.
+        key = key.removeprefix("rk_")
     # What the request carries that a probe can find it by (SPEC section 3): the key when one
     # is sent, the operation id where the body attaches it (metadata, a marker).
     tagged = OPERATION in repr(shape.body)
     carries = frozenset({Carried.IDEMPOTENCY_KEY} if key else ()) | frozenset(
         {Carried.OPERATION_ID} if tagged else ())
-    return Intent(operation_id, request_hash(shape.params(operation_id)), key, shape.provider,
+    return Intent(operation_id, request_hash(shape.params(operation_id, key)), key,
+                  shape.provider,
                   shape.action, shape.effect, at, run_id=run_id, tool_call_id=operation_id,
                   correlation=dict(shape.correlation), carries=carries)
 
@@ -125,8 +157,8 @@ def dispatch(http: httpx.Client, base_url: str, shape: Shape, intent: Intent, nu
              at: datetime, *, fault: str | None = None, timeout_s: float = 0.3) -> Attempt:
     """Send attempt `number` of `intent` (with a sandbox fault) and say what the caller saw.
     `at` is the dispatch time, taken by the caller before the call."""
-    headers, content = shape.request(intent.operation_id)
-    if intent.idempotency_key is not None:
+    headers, content = shape.request(intent.operation_id, intent.idempotency_key)
+    if intent.idempotency_key is not None and shape.key_field is None:
         headers["Idempotency-Key"] = intent.idempotency_key
     if fault is not None:
         headers["X-Sandbox-Fault"] = fault

@@ -21,7 +21,7 @@ import httpx
 
 from probes.config import parse_config
 from reconciler.demo.agent import SHAPES, dispatch, plan_intent
-from reconciler.demo.scenarios import SCENARIOS, Scenario, probe_config
+from reconciler.demo.scenarios import CREDENTIALS, SCENARIOS, Scenario, probe_config
 from reconciler.domain import Authority, Facts, Intent, Observation, Receipt, Verdict
 from reconciler.gate import RetryGate, RetryRequest
 from reconciler.hashing import derive_idempotency_key
@@ -76,7 +76,7 @@ class Demo:
         self.sandbox = sandbox
         self.ledger = Ledger(store)
         self.http = http
-        providers = parse_config(probe_config(sandbox.url), env={}, source="<demo>")
+        providers = parse_config(probe_config(sandbox.url), env=CREDENTIALS, source="<demo>")
         for setup in providers.values():
             store.put_contract(setup.contract)
         leases = SqlLeases(store)

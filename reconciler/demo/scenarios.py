@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.demo.agent import SHAPES
+from reconciler.demo.agent import JIRA_EMAIL, JIRA_TOKEN, SHAPES
 from reconciler.domain import Verdict
+from reconciler.sandbox.jira import account_id
 
 #: The contracts of the four sandbox providers (SPEC section 4). The searches are configured to
 #: lag up to VISIBILITY_LAG_S, longer than any lag a scenario injects (LAG_S), so a lagging zero
@@ -28,6 +29,8 @@ CONTRACTS: dict[str, dict[str, Any]] = {
     "email": {"visibility_lag_s": VISIBILITY_LAG_S, "inflight_s": IN_FLIGHT_S},
     "chat": {"inflight_s": IN_FLIGHT_S},
     "issues": {"visibility_lag_s": VISIBILITY_LAG_S, "inflight_s": IN_FLIGHT_S},
+    "calendar": {"inflight_s": IN_FLIGHT_S},
+    "jira": {"visibility_lag_s": VISIBILITY_LAG_S, "inflight_s": IN_FLIGHT_S},
 }
 #: Probes per provider: the real providers' recipes (docs/probes.md) against the sandbox. The
 #: engine judges absence by the *latest* observation, so Stripe's consistent list is read after
@@ -37,6 +40,8 @@ PROBES: dict[str, tuple[str, ...]] = {
     "email": ("postmark.outbound",),
     "chat": ("slack.history",),
     "issues": ("github.search",),
+    "calendar": ("google_calendar.event",),
+    "jira": ("jira.search",),
 }
 #: Reads that fail fast: two tries, short waits, all bounded well under a second. The sandbox
 #: takes no credential and its search lag is the scenario's (`least_lag_s`), not the real
@@ -48,7 +53,15 @@ READ_BOUNDS: dict[str, Any] = {"tries": 2, "backoff_s": 0.05, "timeout_s": 1.0,
 
 #: Recipe options of a provider's probes: the GitHub recipes prove only issues the worker's
 #: account opened, and the sandbox opens every issue as its token's user.
-ACCOUNTS: dict[str, dict[str, Any]] = {"issues": {"account": "sandbox-bot"}}
+ACCOUNTS: dict[str, dict[str, Any]] = {
+    "issues": {"account": "sandbox-bot"},
+    # The sandbox's Jira checks its login, as Jira does: the probe logs in (CREDENTIALS).
+    "jira": {"account": account_id(JIRA_EMAIL), "auth": "basic"},
+    # The sandbox checks Calendar's bearer token (any will do): the probe sends CREDENTIALS'.
+    "calendar": {"auth": "bearer"}}
+#: The environment the demo's probes read their credentials from: the sandbox's, no secrets.
+CREDENTIALS = {"JIRA_EMAIL": JIRA_EMAIL, "JIRA_API_TOKEN": JIRA_TOKEN,
+               "GOOGLE_CALENDAR_TOKEN": "sandbox-token"}
 
 
 def probe_config(sandbox_url: str) -> dict[str, Any]:
@@ -151,4 +164,10 @@ SCENARIOS: tuple[Scenario, ...] = (
              about="the message search finds it at once"),
     Scenario("chat_error_after_commit", "chat", "error_after_commit", Verdict.VERIFIED_APPLIED,
              about="a 502, yet the history shows the message"),
+    Scenario("booking_lost_response", "calendar", "lose_response", Verdict.VERIFIED_APPLIED,
+             about="the event's answer lost; read back by the id the agent chose for it"),
+    Scenario("jira_issue_lost_response", "jira", "lose_response", Verdict.VERIFIED_APPLIED,
+             reads=_LAGGING, early=Verdict.INDETERMINATE,
+             about="Jira created the issue, the answer was lost; its JQL search lags, then "
+                   "finds the labelled issue, and no second issue is opened"),
 )
