@@ -430,8 +430,9 @@ def serve_command(
     log_format: LogFormatOption = None,
     access_log: Annotated[bool | None, typer.Option(
         "--access-log/--no-access-log",
-        help="A log line per request (logger uvicorn.access); off saves 40-80 us of CPU a "
-             "request [default on; env RECONCILER_ACCESS_LOG].")] = None,
+        help="A log line per request (logger reconciler.access: method, path, query with "
+             "credentials masked, status, duration_ms, request_id); off saves 40-80 us of CPU "
+             "a request [default on; env RECONCILER_ACCESS_LOG].")] = None,
 ) -> None:
     """Run the sidecar: the HTTP API (SPEC section 6) with the reconcile sweep inside.
 

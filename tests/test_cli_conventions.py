@@ -151,12 +151,12 @@ def json_records_of_a_healthz_call(tmp_path: Path, **env: str) -> list[dict[str,
 
 def test_serve_logs_json_lines_when_asked(tmp_path: Path) -> None:
     records = json_records_of_a_healthz_call(tmp_path)
-    assert any(r["logger"] == "uvicorn.access" and "/healthz" in r["message"] for r in records)
+    assert any(r["logger"] == "reconciler.access" and "/healthz" in r["message"] for r in records)
     assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
 
 
 def test_serve_writes_no_access_lines_with_the_access_log_off(tmp_path: Path) -> None:
     loggers = {r["logger"] for r in
                json_records_of_a_healthz_call(tmp_path, RECONCILER_ACCESS_LOG="false")}
-    assert "uvicorn.access" not in loggers
+    assert "reconciler.access" not in loggers
     assert "uvicorn.error" in loggers  # the rest of uvicorn's logging is unchanged

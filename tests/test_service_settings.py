@@ -58,13 +58,14 @@ def test_the_access_log_is_on_unless_a_flag_the_environment_or_the_file_turns_it
         tmp_path: Path) -> None:
     app = FastAPI()
     assert load_settings({}, env={}).access_log
-    assert uvicorn_config(app, load_settings({}, env={})).access_log
+    # The app writes the line (service.request_log), never uvicorn, whose line shows the query
+    # string as sent.
+    assert not uvicorn_config(app, load_settings({}, env={})).access_log
     for off in (load_settings({"access_log": False}, env={}),
                 load_settings({}, env={"RECONCILER_ACCESS_LOG": "false"}),
                 load_settings({}, env={"RECONCILER_CONFIG": str(
                     config_file(tmp_path, "[service]\naccess_log = false\n"))})):
         assert not off.access_log
-        assert not uvicorn_config(app, off).access_log
 
 
 def test_config_flag_names_the_file(tmp_path: Path) -> None:

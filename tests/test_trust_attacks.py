@@ -5,20 +5,33 @@ that was not answered as recorded.
 
 from __future__ import annotations
 
+import json
+import logging
+import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from threading import Barrier
+from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
+import sqlalchemy
+from sqlalchemy import event
+from sqlalchemy.exc import IntegrityError
 from test_trust_bounded_inputs import runs_sidecar
 
+from reconciler.domain import Attempt, Outcome
 from reconciler.ledger import Ledger
+from reconciler.logs import JsonFormatter, TextFormatter
 from reconciler.service import Settings, create_app
+from reconciler.store import rows
+from reconciler.store.attempts import INSERT_ATTEMPT
 from reconciler.store.schema import make_engine, open_store
 from reconciler.store.sql import SqlStore
 
-from service_harness import serving
+from service_harness import serving, serving_process
 from sidecar_client import H, Sidecar, assert_problem
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
@@ -137,3 +150,76 @@ def test_readyz_fails_while_the_store_refuses_writes(store_url: str) -> None:
 
 def test_readyz_answers_ready_on_a_store_that_writes(sidecar: Sidecar) -> None:
     assert sidecar.get("/readyz") == {"status": "ready"}
+
+
+def _json_log_of(store_url: str, requests: Callable[[httpx.Client], None]) -> list[Any]:
+    """The JSON lines a real `serve` on `store_url` logs while `requests` are made."""
+    env = {"RECONCILER_DB": store_url, "RECONCILER_LOG_FORMAT": "json",
+           "RECONCILER_SWEEP_INTERVAL_S": "0"}
+    with serving_process(env) as service, httpx.Client(base_url=service.url,
+                                                       timeout=30) as http:
+        requests(http)
+        service.stop()
+    return [json.loads(line) for line in service.output if line.startswith("{")]
+
+
+def test_the_access_log_has_the_requests_fields_and_no_secret_from_the_query(
+        store_url: str) -> None:
+    answers: list[httpx.Response] = []
+
+    def requests(http: httpx.Client) -> None:
+        answers.append(http.get("/v1/operations", params={"verdict": "indeterminate",
+                                                          "token": "abc-secret"},
+                                headers={"X-Request-Id": "req-42"}))
+        answers.append(http.get("/healthz", headers={"X-Request-Id": "not sane\x7f"}))
+
+    lines = [r for r in _json_log_of(store_url, requests) if r["logger"] == "reconciler.access"]
+    listed, health = answers
+    assert listed.headers["X-Request-Id"] == "req-42"  # a sane incoming id is kept
+    assert health.headers["X-Request-Id"] not in ("", "not sane\x7f")  # another is replaced
+    # A query with a parameter the API does not take is refused (422): logged all the same.
+    assert [(r["method"], r["path"], r["status"], r["request_id"]) for r in lines] == [
+        ("GET", "/v1/operations", 422, "req-42"),
+        ("GET", "/healthz", 200, health.headers["X-Request-Id"])]
+    assert lines[0]["query"] == "verdict=indeterminate&token=***"
+    assert all(isinstance(r["duration_ms"], float) for r in lines)
+    assert not any("abc-secret" in json.dumps(r) for r in lines)
+
+
+def _orphan_attempt(engine: sqlalchemy.Engine) -> IntegrityError:
+    """The error a store raises for an attempt without its intent, secret key and all."""
+    try:
+        with engine.begin() as conn:
+            conn.execute(INSERT_ATTEMPT, rows.attempt_values(Attempt(
+                "op-orphan", 1, "key-SECRET-4711", H, datetime.now(UTC), Outcome.TIMEOUT)))
+    except IntegrityError as exc:
+        return exc
+    raise AssertionError("the insert was not refused")
+
+
+def test_no_log_line_carries_sql_parameters(store_url: str) -> None:
+    open_store(store_url).engine.dispose()
+    stores = make_engine(store_url)
+    # An engine made elsewhere (an embedding application's) shows the parameters: the log
+    # cuts them all the same.
+    foreign = sqlalchemy.create_engine(store_url)
+    if store_url.startswith("sqlite"):
+        event.listen(foreign, "connect",
+                     lambda conn, _: conn.execute("PRAGMA foreign_keys=ON"))
+    try:
+        hidden, shown = _orphan_attempt(stores), _orphan_attempt(foreign)
+    finally:
+        stores.dispose()
+        foreign.dispose()
+    assert "key-SECRET-4711" not in str(hidden)
+    assert "key-SECRET-4711" in str(shown)  # what the log must cut
+    for formatter in (JsonFormatter(), TextFormatter()):
+        for error in (hidden, shown):
+            try:
+                raise RuntimeError("unexpected") from error
+            except RuntimeError:
+                record = logging.LogRecord("reconciler.service.problems", logging.ERROR, "", 0,
+                                           "unexpected error: %s", (error,), sys.exc_info())
+            line = formatter.format(record)
+            assert "key-SECRET-4711" not in line
+            assert "INSERT INTO attempts" in line  # the statement stays, without values

@@ -20,6 +20,7 @@ from reconciler.service.problems import (
     install_problem_handlers,
     problem_responses,
 )
+from reconciler.service.request_log import RequestLog
 from reconciler.service.settings import Settings
 from reconciler.service.ui.routes import install_console
 from reconciler.service.wiring import build_wiring, lifespan
@@ -52,18 +53,20 @@ def create_app(settings: Settings, *, ledger: Ledger | None = None,
     install_openapi(app, bearer=bool(keys))
     install_docs(app, settings.docs_assets)
     install_console(app, keys)
-    # Added innermost first: the safety net wraps everything; Host and the in-flight cap are
+    # Added innermost first: the request's id and access line wrap everything, then the
+    # metrics, then the safety net; Host and the in-flight cap are
     # checked before the credential, and the credential before any body is read. The console
     # (/ui) signs operators in with their credential and keeps a session.
     app.add_middleware(BodyIntake, max_body_bytes=settings.max_body_bytes,
                        read_timeout_s=settings.request_read_timeout_s,
-                       forms_under=CONSOLE_PREFIX + "/")
+                       forms_under=(CONSOLE_PREFIX + "/", "/v1/webhooks/twilio"))
     app.add_middleware(BearerAuth, keyring=keys)
     app.add_middleware(Admission, hosts=settings.served_hosts(),
                        max_headers=settings.max_headers,
                        max_concurrency=settings.max_concurrency)
     app.add_middleware(SafetyNet)
     app.add_middleware(HttpMetrics)
+    app.add_middleware(RequestLog, enabled=settings.access_log)
     return app
 
 

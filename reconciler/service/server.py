@@ -96,10 +96,11 @@ def uvicorn_config(app: FastAPI, settings: Settings, *, log_level: str = "info",
     """uvicorn's configuration for the service: h11 with the header bound and the head
     deadline, TLS when configured. (Options as documented at uvicorn.org/settings.) Without
     `own_logging` uvicorn installs no handlers of its own (log_config=None): its lines go to
-    the root logger, in the format `reconciler.logs` set."""
+    the root logger, in the format `reconciler.logs` set. uvicorn's access line is off: the
+    app logs its own (service.request_log), with the request's fields and id."""
     return uvicorn.Config(
         app, lifespan="on", log_level=log_level,
-        log_config=LOGGING_CONFIG if own_logging else None, access_log=settings.access_log,
+        log_config=LOGGING_CONFIG if own_logging else None, access_log=False,
         http=head_deadline_protocol(settings.request_read_timeout_s),
         h11_max_incomplete_event_size=settings.max_header_bytes,
         timeout_keep_alive=5,

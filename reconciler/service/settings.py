@@ -116,7 +116,9 @@ class Settings(BaseModel):
                                                           "empty: wherever the OS puts it")
     log_level: LogLevel = Field("info", description="debug shows every probe HTTP call")
     log_format: LogFormat = Field("text", description="json: one object per line")
-    access_log: bool = Field(True, description="one line per request (logger uvicorn.access); "
+    access_log: bool = Field(True, description="one line per request (logger "
+                                               "reconciler.access: method, path, masked "
+                                               "query, status, duration_ms, request_id); "
                                                "off: 40-80 us less CPU a request")
     retain_settled_days: float | None = Field(None, gt=0, description="the sweep removes "
                                               "settled operations decided longer ago, a small "

@@ -48,10 +48,13 @@ def make_engine(url: str, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
         # No pre-ping: it costs a round trip per transaction. A connection that died with a
         # server restart fails its transaction (a clear StoreUnavailableError, nothing half
         # written), and SQLAlchemy then drops the pool's stale connections.
-        return create_engine(url, **_pool(pool_size))
+        return create_engine(url, hide_parameters=True, **_pool(pool_size))
     in_memory = url in ("sqlite://", "sqlite:///:memory:")
     engine = create_engine(
         url,
+        # An error's text then shows no bound values (keys, references, notes) wherever it
+        # goes: logs, tracebacks, `cannot start`.
+        hide_parameters=True,
         connect_args={"check_same_thread": False, "timeout": 30},
         **({"poolclass": StaticPool} if in_memory else _pool(pool_size)),
     )
