@@ -199,3 +199,26 @@ def test_a_calendar_that_is_not_an_id_is_refused_at_startup() -> None:
     with pytest.raises(ProbeConfigError, match="'calendar' must be a calendar id"):
         recipe_factory("google_calendar.event")(
             "g", {"base_url": "https://www.googleapis.com", "calendar": ""}, ENV)
+
+
+@pytest.mark.parametrize("recipe", ["google_calendar.event", "google_calendar.events.list"])
+@pytest.mark.parametrize(("trouble", "error"), [
+    ({"read_unavailable": True}, "HTTP 503"), ({"rate_limited_s": 60.0}, "429")])
+def test_a_read_while_google_is_down_or_rate_limited_is_unavailable_never_a_zero(
+        sandbox: RunningSandbox, recipe: str, trouble: dict[str, Any], error: str) -> None:
+    sandbox.state.configure(**trouble)
+    seen = observe(recipe, sandbox, event_id())
+    assert seen.authority is Authority.UNAVAILABLE and error in (seen.error or "")
+
+
+def test_the_list_lags_behind_the_read_by_id(sandbox: RunningSandbox,
+                                            sandbox_clock: ManualClock) -> None:
+    chosen = event_id()
+    sandbox.state.configure(search_lag_s=5)
+    calendar(sandbox).events().insert(calendarId="primary", body=booking(chosen)).execute()
+    early = observe("google_calendar.events.list", sandbox, chosen)
+    sandbox_clock.advance(6)
+    late = observe("google_calendar.events.list", sandbox, chosen)
+    by_id = observe("google_calendar.event", sandbox, chosen)
+    assert early.authority is Authority.LAGGING and early.matches == ()
+    assert late.matches == by_id.matches == (Match(chosen, HASH),)
