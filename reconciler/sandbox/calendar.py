@@ -67,10 +67,6 @@ def _error(status: int, message: str, reason: str = "backendError", **location: 
     return JSONResponse(google_error(status, message, reason, **location), status)
 
 
-def _fault_error(status: int, message: str) -> JSONResponse:
-    return _error(status, message)
-
-
 _NOT_FOUND = google_error(404, "Not Found", "notFound")
 
 
@@ -179,7 +175,7 @@ async def insert_event(request: Request, state: State, calendar_id: str,
         event = state.commit(PROVIDER, body.request_hash, build, copies=copies, scope=calendar)
         return JSONResponse(event.data)
 
-    return await perform_write(state, faults, commit, _fault_error)
+    return await perform_write(state, faults, commit, _error)
 
 
 @router.get("/calendars/{calendar_id}/events/{event_id}")
