@@ -372,7 +372,8 @@ def serve_command(
     host: Annotated[str | None, typer.Option(
         help="Address to bind [env RECONCILER_HOST; default 127.0.0.1]. Any other address "
              "needs a credential (RECONCILER_TOKEN, RECONCILER_CREDENTIAL_<NAME> or "
-             "--credentials-file) and TLS (--tls-cert/--tls-key or --behind-tls-proxy).")
+             "--credentials-file), TLS (--tls-cert/--tls-key or --behind-tls-proxy) and "
+             "--allowed-hosts.")
     ] = None,
     port: Annotated[int | None, typer.Option(
         help="Port [env RECONCILER_PORT; default 8765; 0 picks a free one].")] = None,
@@ -412,8 +413,9 @@ def serve_command(
         help="JSON file of credential hashes, written by `reconciler credential add` [env "
              "RECONCILER_CREDENTIALS_FILE].")] = None,
     allowed_hosts: Annotated[str | None, typer.Option(
-        help="Comma-separated Host names served; others get 421 [default: loopback names "
-             "and --host].")] = None,
+        help="Comma-separated Host names served beside the loopback names; others get 421. "
+             "Required with a --host other than loopback [env RECONCILER_ALLOWED_HOSTS; "
+             "default: --host].")] = None,
     tls_cert: Annotated[Path | None, typer.Option(
         help="PEM certificate (chain): serve HTTPS; with --tls-key.")] = None,
     tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert.")] = None,

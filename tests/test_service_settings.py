@@ -107,8 +107,24 @@ def test_non_loopback_without_token_is_refused(host: str) -> None:
         Settings(host=host)
     with pytest.raises(SettingsError, match="plain HTTP"):
         load_settings({"host": host}, env={"RECONCILER_TOKEN": SECRET})
-    assert load_settings({"host": host, "behind_tls_proxy": True},
+    assert load_settings({"host": host, "behind_tls_proxy": True, "allowed_hosts": "sidecar"},
                          env={"RECONCILER_TOKEN": SECRET}).host == host
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "sidecar.internal"])
+def test_non_loopback_without_allowed_hosts_is_refused(host: str) -> None:
+    with pytest.raises(SettingsError, match="needs allowed_hosts"):
+        load_settings({"host": host, "behind_tls_proxy": True}, env={"RECONCILER_TOKEN": SECRET})
+    served = load_settings({"host": host, "behind_tls_proxy": True},
+                           env={"RECONCILER_TOKEN": SECRET,
+                                "RECONCILER_ALLOWED_HOSTS": "Sidecar.Internal,10.0.0.5"})
+    assert served.served_hosts() == {"sidecar.internal", "10.0.0.5", "localhost", "127.0.0.1",
+                                     "::1"}
+
+
+def test_loopback_serves_its_host_and_the_loopback_names() -> None:
+    assert load_settings({"host": "127.0.0.2"}, env={}).served_hosts() == {
+        "127.0.0.2", "localhost", "127.0.0.1", "::1"}
 
 
 @pytest.mark.parametrize("token", ["", "   ", "short-token", " " + SECRET])
@@ -122,7 +138,8 @@ def test_tls_cert_and_key_come_together(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="together"):
         load_settings({"tls_cert": tmp_path / "cert.pem"}, env={})
     settings = load_settings({"host": "0.0.0.0", "tls_cert": tmp_path / "cert.pem",
-                              "tls_key": tmp_path / "key.pem"}, env={"RECONCILER_TOKEN": SECRET})
+                              "tls_key": tmp_path / "key.pem", "allowed_hosts": "sidecar"},
+                             env={"RECONCILER_TOKEN": SECRET})
     assert settings.tls_cert == tmp_path / "cert.pem"
 
 

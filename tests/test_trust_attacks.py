@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from pathlib import Path
 from threading import Barrier
 from typing import Any
 from urllib.parse import quote
@@ -32,7 +35,7 @@ from reconciler.store.schema import make_engine, open_store
 from reconciler.store.sql import SqlStore
 
 from service_harness import serving, serving_process
-from sidecar_client import H, Sidecar, assert_problem
+from sidecar_client import TOKEN, H, Sidecar, assert_problem, running_sidecar
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 
@@ -223,3 +226,24 @@ def test_no_log_line_carries_sql_parameters(store_url: str) -> None:
             line = formatter.format(record)
             assert "key-SECRET-4711" not in line
             assert "INSERT INTO attempts" in line  # the statement stays, without values
+
+
+def test_serving_beyond_loopback_without_allowed_hosts_is_refused_at_start(
+        tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "reconciler", "serve", "--host", "0.0.0.0", "--port", "0",
+         "--behind-tls-proxy", "--db", f"sqlite:///{tmp_path / 'r.db'}"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "RECONCILER_TOKEN": TOKEN})
+    assert result.returncode == 2
+    assert "needs allowed_hosts" in result.stderr
+    assert "serving on" not in result.stdout
+
+
+def test_a_host_not_allowed_is_refused_on_a_wildcard_bind(store_url: str) -> None:
+    with running_sidecar(store_url, host="0.0.0.0", token=TOKEN, behind_tls_proxy=True,
+                         allowed_hosts=("sidecar.internal",)) as sidecar:
+        rebound = sidecar.http.get("/v1/operations", headers={"Host": "attacker.example"})
+        assert_problem(rebound, 421, "unknown-host")
+        assert sidecar.http.get("/v1/operations",
+                                headers={"Host": "sidecar.internal:8765"}).status_code == 200

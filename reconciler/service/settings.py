@@ -13,6 +13,7 @@ credentials come from `RECONCILER_CREDENTIAL_<NAME>` variables and from the hash
 
 Serving beyond loopback needs a credential, and a credential is not sent over plain HTTP
 there: give `tls_cert` and `tls_key`, or say `behind_tls_proxy` when a proxy terminates TLS.
+It also needs `allowed_hosts`, the names clients use, so that no other Host is answered.
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ class Settings(BaseModel):
     #: From RECONCILER_CREDENTIAL_<NAME> variables (hashes only; never a flag or the file).
     credentials: tuple[Credential, ...] = ()
     allowed_hosts: tuple[str, ...] = Field((), description="Host header names served (DNS "
-                                           "rebinding); default: loopback names and `host`")
+                                           "rebinding), beside the loopback names; required "
+                                           "when `host` is not loopback; default: `host`")
     tls_cert: Path | None = Field(None, description="PEM certificate chain: serve HTTPS")
     tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
     behind_tls_proxy: bool = Field(False, description="a proxy in front terminates TLS: "
@@ -160,6 +162,15 @@ class Settings(BaseModel):
                 f"refusing to take bearer tokens over plain HTTP on {self.host}: give "
                 "tls_cert and tls_key (--tls-cert, --tls-key), or behind_tls_proxy "
                 "(--behind-tls-proxy) when a proxy in front terminates TLS")
+        if not self.allowed_hosts:
+            # Beyond loopback the names clients use are not known here, and a wildcard bind
+            # would answer any Host: a page a browser visits could rebind its own name to
+            # this address (DNS rebinding) and talk to the service.
+            raise ValueError(
+                f"serving on {self.host} needs allowed_hosts: the host names clients reach "
+                "the service by (--allowed-hosts sidecar.internal,10.0.0.5, "
+                "RECONCILER_ALLOWED_HOSTS or [service] allowed_hosts); loopback names are "
+                "always served")
         return self
 
     def has_credentials(self) -> bool:
@@ -176,12 +187,11 @@ class Settings(BaseModel):
             raise ValueError(str(exc)) from None
 
     def served_hosts(self) -> frozenset[str]:
-        """The Host names a request may carry; empty: any (a wildcard bind, none configured)."""
-        if self.allowed_hosts:
-            return frozenset(h.lower() for h in self.allowed_hosts)
-        if self.host in ("0.0.0.0", "::", ""):
-            return frozenset()
-        return frozenset({"localhost", "127.0.0.1", "::1", self.host.lower()})
+        """The Host names a request may carry: `allowed_hosts` (required beyond loopback),
+        else `host`, and the loopback names (a rebinding page cannot send those as its own
+        Host, and the container's health check on 127.0.0.1 does)."""
+        named = self.allowed_hosts or (self.host,)
+        return frozenset({"localhost", "127.0.0.1", "::1", *(h.lower() for h in named)})
 
 
 #: The settings a flag or a variable may set (the token and credentials have their own rules).
