@@ -138,12 +138,24 @@ export interface Answer {
   receipt: MatchIn | null;
 }
 
+/** A tool's JSON answer (a string holding an object) read as that object. */
+function body(value: unknown): unknown {
+  if (typeof value !== "string" || !value.startsWith("{")) return value;
+  try {
+    return JSON.parse(value) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Read a returned value: its status (200 when it carries none: the callee returned, so it
- * claims success) and a receipt from its `id`; a `request_hash` it echoes binds the receipt.
- * Never throws: a value it cannot read gives no receipt.
+ * claims success) and a receipt from its `id` (an object's, or a JSON object text's); a
+ * `request_hash` it echoes binds the receipt. Never throws: a value it cannot read gives no
+ * receipt.
  */
-export function answerOf(value: unknown): Answer {
+export function answerOf(returned: unknown): Answer {
+  const value = body(returned);
   const status = statusOf(value) ?? 200;
   const ref = field(value, "id");
   const ok = (typeof ref === "string" && ref.length > 0 && ref.length <= 255) ||

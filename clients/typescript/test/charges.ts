@@ -13,19 +13,31 @@ export interface ChargeArgs {
 
 export const ARGS: ChargeArgs = { order: "A-17", amount: 1200 };
 
+/** What a send carries to the provider. */
+export interface Carried {
+  operationId: string;
+  idempotencyKey: string | null;
+}
+
+/** What the running gated call says its send must carry. */
+export function fromCurrentCall(): Carried {
+  const call = currentCall();
+  if (!call) throw new Error("charge runs inside a gated call");
+  return { operationId: call.operationId, idempotencyKey: call.idempotencyKey };
+}
+
 /** Counts the sends that left for the provider (the sandbox counts the effects). */
 export class Payments {
   sends = 0;
   constructor(readonly stripe: Stripe) {}
 
-  async charge(args: ChargeArgs): Promise<{ id: string; status: string }> {
-    const call = currentCall();
-    if (!call) throw new Error("charge runs inside a gated call");
+  async charge(args: ChargeArgs, sent: Carried = fromCurrentCall()): Promise<{ id: string;
+    status: string }> {
     this.sends += 1;
     const intent = await this.stripe.paymentIntents.create({
       amount: args.amount, currency: "eur", confirm: true, payment_method: "pm_card_visa",
-      metadata: { operation_id: call.operationId, order: args.order },
-    }, call.idempotencyKey ? { idempotencyKey: call.idempotencyKey } : {});
+      metadata: { operation_id: sent.operationId, order: args.order },
+    }, sent.idempotencyKey ? { idempotencyKey: sent.idempotencyKey } : {});
     return { id: intent.id, status: intent.status };
   }
 }

@@ -145,3 +145,11 @@ describe("a returned value", () => {
     assert.deepEqual(answerOf({ id: "x", status: 500 }), { status: 500, receipt: null });
   });
 });
+
+describe("a tool's answer", () => {
+  it("a JSON object text gives its id, as the Python client reads a tool's JSON answer", () => {
+    assert.deepEqual(answerOf('{"id": "pi_2"}'),
+      { status: 200, receipt: { provider_ref: "pi_2", request_hash: null } });
+    assert.deepEqual(answerOf("charged"), { status: 200, receipt: null });
+  });
+});

@@ -3,12 +3,13 @@
  *
  *   const charge = tool({
  *     description: "Charge an order", inputSchema: z.object({ order: z.string(), amount: z.number() }),
+ *     contextSchema: z.object({ runId: z.string() }),
  *     execute: reconciledExecute(effects, "charge", async ({ order, amount }) => pay(order, amount)),
  *   });
- *   await generateText({ model, tools: { charge }, context: { runId }, prompt });
+ *   await generateText({ model, tools: { charge }, toolsContext: { charge: { runId } }, prompt });
  *
  * The operation is the run's call of the tool with these arguments (`toolOperation`): the run
- * comes from `scope` (default: the tool context's `runId`), and the tool call id is recorded
+ * comes from `scope` (default: the tool's context's `runId`), and the tool call id is recorded
  * with the intent. A call whose answer was lost, or a repeat the gate answers from the record,
  * returns what happened and what not to do (a string the model reads) instead of throwing: the
  * SDK would hand the model the bare error and let it call again.
@@ -25,14 +26,15 @@ function runIdOf(context: unknown): string | undefined {
   return typeof found === "string" && found ? found : undefined;
 }
 
-/** The run a call belongs to: the tool context's `runId` (ai 5 and 6 named it
- * `experimental_context`). Give `scope` when neither is set. */
+/** The run a call belongs to: the `runId` of the tool's context (ai 7: the tool's
+ * `contextSchema`, given per tool in `toolsContext`; ai 5 and 6: `experimental_context`). Give
+ * `scope` when neither is set. */
 export function contextScope<C>(options: ToolExecutionOptions<C>): string {
   const legacy = (options as { experimental_context?: unknown }).experimental_context;
   const found = runIdOf(options.context) ?? runIdOf(legacy);
   if (found === undefined) {
-    throw new TypeError("reconciledExecute: no run id: pass `context: { runId }` to " +
-      "generateText/streamText, or give a `scope` function");
+    throw new TypeError("reconciledExecute: no run id: give the tool a context with a runId " +
+      "(`toolsContext`), or give a `scope` function");
   }
   return found;
 }

@@ -18,7 +18,7 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 
 import { currentCall } from "../effect.js";
-import type { Outcome } from "../outcomes.js";
+import { answerOf, type MatchIn, type Outcome } from "../outcomes.js";
 import { ToolOutcome, ToolEffects } from "../tools.js";
 
 export const RUN_META = "io.reconciler/run_id";
@@ -52,6 +52,18 @@ export function mcpOutcome(error: unknown): Outcome | undefined {
   return undefined;
 }
 
+/** The provider's reference in a tool result, as the Python proxy reads it: the `id` of its
+ * first text block read as JSON, else of its structured content. */
+export function mcpReceipt(result: unknown): MatchIn | null {
+  const { content, structuredContent } = result as { content?: unknown;
+    structuredContent?: unknown };
+  const text = Array.isArray(content)
+    ? (content as { type?: unknown; text?: unknown }[]).find((c) => c.type === "text")?.text
+    : undefined;
+  const found = typeof text === "string" ? answerOf(text).receipt : null;
+  return found ?? (structuredContent ? answerOf(structuredContent).receipt : null);
+}
+
 export interface ReconciledClientOptions {
   /** The run the calls belong to, when a call's `_meta` names none. */
   scope: string;
@@ -62,11 +74,14 @@ export interface ReconciledClient {
   callTool: CallTool;
 }
 
-/** `client`, its tool calls gated by `effects` (its `classify` defaults to `mcpOutcome`). */
+/** `client`, its tool calls gated by `effects` (its `classify` defaults to `mcpOutcome`, its
+ * `receipt` to `mcpReceipt`). */
 export function reconciledClient(client: Pick<Client, "callTool">, effects: ToolEffects,
   options: ReconciledClientOptions): ReconciledClient {
   const gated = new ToolEffects({
-    classify: mcpOutcome, ...effects.options,
+    ...effects.options,
+    classify: effects.options.classify ?? mcpOutcome,
+    receipt: effects.options.receipt ?? mcpReceipt,
     passthrough: (error) => error instanceof UpstreamToolError ||
       (effects.options.passthrough?.(error) ?? false),
   });
