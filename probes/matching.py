@@ -85,14 +85,19 @@ class StatusFilter:
     """Which of an object's statuses are the effect.
 
     `effect`: the effect happened (or will, like a queued message); `no_effect`: it did not
-    (a failed or canceled object is not the effect). Any other status (a payment still
-    `requires_action`, a status the provider added since) decides nothing yet: the read
-    proves no zero while such an object is there.
+    (a failed or canceled object is not the effect). `no_effect_with`: statuses that are not
+    the effect only when the object also holds a value at the path named (a Stripe
+    PaymentIntent back in `requires_payment_method` with a `last_payment_error`: the provider
+    declined the payment, and says so; without one it was never confirmed). Any other status
+    (a payment still `requires_action`, a status the provider added since) decides nothing
+    yet: the read proves no zero while such an object is there.
     """
 
     path: str
     effect: frozenset[str]
     no_effect: frozenset[str] = frozenset()
+    #: (status, path) pairs.
+    no_effect_with: tuple[tuple[str, str], ...] = ()
 
     def classify(self, item: dict[str, Any]) -> bool | None:
         """True: the effect; False: not the effect; None: undecided."""
@@ -102,7 +107,17 @@ class StatusFilter:
             return None
         if status in self.effect:
             return True
-        return False if status in self.no_effect else None
+        if status in self.no_effect:
+            return False
+        return False if any(status == when and _held(item, shown_by)
+                            for when, shown_by in self.no_effect_with) else None
+
+
+def _held(item: dict[str, Any], path: str) -> bool:
+    try:
+        return dig(item, path) not in (None, "", {}, [])
+    except LookupError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)

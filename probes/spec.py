@@ -149,15 +149,21 @@ def _strings(opts: Options, key: str) -> frozenset[str]:
 def _status(opts: Options) -> StatusFilter | None:
     path = opts.string("status")
     effect, no_effect = _strings(opts, "effect_status"), _strings(opts, "no_effect_status")
+    shown = opts.table("no_effect_status_with")
     if path is None:
-        if effect or no_effect:
-            raise opts.error("'effect_status' and 'no_effect_status' need 'status' (its path)")
+        if effect or no_effect or shown:
+            raise opts.error("'effect_status', 'no_effect_status' and 'no_effect_status_with' "
+                             "need 'status' (its path)")
         return None
     if not effect:
         raise opts.error("'status' needs 'effect_status': the statuses that are the effect")
     if effect & no_effect:
         raise opts.error("a status cannot be both in 'effect_status' and 'no_effect_status'")
-    return StatusFilter(path, effect, no_effect)
+    if (effect | no_effect) & shown.keys():
+        raise opts.error("a status in 'no_effect_status_with' is not the effect only when its "
+                         "field holds a value: it cannot also be in 'effect_status' or "
+                         "'no_effect_status'")
+    return StatusFilter(path, effect, no_effect, tuple(sorted(shown.items())))
 
 
 def _pagination(opts: Options) -> Pagination:

@@ -73,7 +73,9 @@ def test_stripe_has_more_without_a_last_id_is_a_cut_read() -> None:
 
 @pytest.mark.parametrize(("status", "effect"), [
     ("succeeded", True), ("processing", True), ("requires_capture", True),
-    ("canceled", False), ("requires_action", None), ("requires_payment_method", None)])
+    ("canceled", False), ("requires_action", None),
+    # Never confirmed (no last_payment_error): it may still become a payment.
+    ("requires_payment_method", None)])
 def test_a_payment_intent_is_the_effect_only_in_an_effect_status(status: str,
                                                                  effect: bool | None) -> None:
     obs = observe(probe("stripe.payment_intents.list", answer(
@@ -84,6 +86,20 @@ def test_a_payment_intent_is_the_effect_only_in_an_effect_status(status: str,
         assert (obs.authority, obs.matches) == (Authority.AUTHORITATIVE, ())
     else:  # may still become a payment: proves no zero
         cut(obs, "status that decides nothing yet")
+
+
+DECLINE = {"type": "card_error", "code": "card_declined", "decline_code": "generic_decline",
+           "message": "Your card was declined."}
+
+
+def test_a_payment_intent_stripe_declined_is_not_the_effect_and_its_read_is_a_zero() -> None:
+    declined = {**charge("pi_1", status="requires_payment_method"),
+                "last_payment_error": DECLINE}
+    for recipe in ("stripe.payment_intent", "stripe.payment_intents.list"):
+        body = declined if recipe == "stripe.payment_intent" else {
+            "object": "list", "has_more": False, "data": [declined]}
+        obs = observe(probe(recipe, answer(body)))
+        assert (obs.authority, obs.matches, obs.error) == (Authority.AUTHORITATIVE, (), None)
 
 
 def test_a_failed_charge_is_not_the_effect() -> None:
@@ -329,6 +345,17 @@ def test_twilio_message_by_sid_uses_basic_auth_and_reads_its_status() -> None:
     assert seen[0].headers["Authorization"] == f"Basic {expected}"
     failed = observe(probe("twilio.message", answer(sms("SM1", "failed")), **TWILIO))
     assert (failed.authority, failed.matches) == (Authority.AUTHORITATIVE, ())
+
+
+@pytest.mark.parametrize(("status", "effect"), [
+    ("partially_delivered", True), ("undelivered", True), ("delivered", True),
+    ("failed", False), ("canceled", False)])
+def test_every_terminal_twilio_status_decides_the_read(status: str, effect: bool) -> None:
+    """partially_delivered and undelivered: the message left Twilio (a second send would be a
+    second message); failed and canceled: nothing went out."""
+    obs = observe(probe("twilio.message", answer(sms("SM1", status)), **TWILIO))
+    assert obs.authority is Authority.AUTHORITATIVE and obs.error is None
+    assert obs.matches == ((Match("SM1"),) if effect else ())
 
 
 def test_twilio_list_is_weak_and_follows_next_page_uri() -> None:

@@ -14,8 +14,11 @@ less five minutes) and keeps this operation's objects; a window with more than `
 pages of objects is a cut read, no zero.
 
 Statuses (a failed or canceled object is not the effect): a PaymentIntent is the effect when
-`succeeded`, `processing` or `requires_capture`, not when `canceled`; any other status
-(`requires_action`, ...) may still become a payment, so it decides nothing. A Charge is the
+`succeeded`, `processing` or `requires_capture`, not when `canceled`, nor when it is back in
+`requires_payment_method` with a `last_payment_error` (Stripe declined the confirm: the call's
+effect did not apply, and the provider says so); any other status (`requires_action`, a
+`requires_payment_method` never confirmed, ...) may still become a payment, so it decides
+nothing. A Charge is the
 effect when `succeeded` or `pending`, not when `failed`.
 
 A 404 `resource_missing` is also what Stripe answers for a key of the other mode or a missing
@@ -45,7 +48,14 @@ _OP = {"metadata.operation_id": "{operation_id}"}
 _HASH = "metadata.request_hash"
 _PI_STATUS = {"status": "status",
               "effect_status": ["succeeded", "processing", "requires_capture"],
-              "no_effect_status": ["canceled"]}
+              "no_effect_status": ["canceled"],
+              # A confirm Stripe declined: "If the payment attempt fails (for example due to a
+              # decline), the PaymentIntent's status returns to requires_payment_method" and
+              # last_payment_error says why (https://docs.stripe.com/payments/paymentintents/
+              # lifecycle; https://docs.stripe.com/api/payment_intents/object
+              # #payment_intent_object-last_payment_error). Without last_payment_error the
+              # intent was never confirmed, which decides nothing.
+              "no_effect_status_with": {"requires_payment_method": "last_payment_error"}}
 _CHARGE_STATUS = {"status": "status", "effect_status": ["succeeded", "pending"],
                   "no_effect_status": ["failed"]}
 _WINDOW = {"created[gte]": "{intent_at:unix-300}", "limit": "100"}

@@ -11,9 +11,13 @@ comes from the create response, which a lost response never gave; without it, on
 left, and it proves nothing: a message carries no metadata to tie it to the operation, `To` is
 not unique, and `DateSent` is empty until the message leaves the queue. It is kept as a hint.
 
-A message `failed` or `canceled` is not the effect; `accepted`, `scheduled`, `queued`,
-`sending`, `sent`, `delivered`, `undelivered` and `read` are (it was, or will be, handed to the
-carrier). A 404 (error 20404) is not a zero: it is also the answer for another account's SID.
+A message `failed` ("could not be sent") or `canceled` (a scheduled message canceled before it
+was sent) is not the effect: the provider says, definitively, that nothing went out. `accepted`,
+`scheduled`, `queued`, `sending` are the effect to come (the message is on its way out);
+`sent`, `delivered`, `undelivered` (sent; the carrier reported it was not delivered),
+`partially_delivered` (sent as several segments, some delivered) and `read` are the effect
+done: the message left Twilio, and sending it again would be a second message. A 404 (error
+20404) is not a zero: it is also the answer for another account's SID.
 
 Sources: https://www.twilio.com/docs/messaging/api/message-resource (fetch, list filters
 To/DateSent/DateSent>, PageSize, next_page_uri, statuses),
@@ -30,10 +34,13 @@ from reconciler.domain import Authority
 
 CITE = "https://www.twilio.com/docs/messaging/api/message-resource"
 
+#: The statuses that are the effect (https://www.twilio.com/docs/messaging/api/message-resource
+#: #message-status-values); the status callbacks' `MessageStatus` reads the same way.
+EFFECT_STATUS = ("accepted", "scheduled", "queued", "sending", "sent", "delivered",
+                 "undelivered", "partially_delivered", "read")
+
 _COMMON: dict[str, Any] = {
-    "ref": "sid", "status": "status",
-    "effect_status": ["accepted", "scheduled", "queued", "sending", "sent", "delivered",
-                      "undelivered", "read"],
+    "ref": "sid", "status": "status", "effect_status": list(EFFECT_STATUS),
     "no_effect_status": ["failed", "canceled"],
     "token_env": "TWILIO_AUTH_TOKEN", "username_env": "TWILIO_ACCOUNT_SID"}
 

@@ -4,8 +4,8 @@ An oversized body is refused from its Content-Length before a byte of it is read
 without one (chunked) is counted as it streams and cut off at the limit. Either way the answer is
 a 413 problem, and the parser never holds more than the limit in memory. A body that stops
 arriving for `read_timeout_s` is a 408 (cut off within a tick of its deadline: `_Deadlines`).
-Paths under `forms_under` (the operator console) also take HTML form posts (urlencoded), no
-larger.
+Paths under `forms_under` (the operator console; Twilio's status callbacks) also take form posts
+(urlencoded), no larger.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ FORM = "application/x-www-form-urlencoded"
 
 class BodyIntake:
     def __init__(self, app: ASGIApp, max_body_bytes: int, read_timeout_s: float = 10.0,
-                 forms_under: str | None = None) -> None:
+                 forms_under: str | tuple[str, ...] | None = None) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.read_timeout_s = read_timeout_s

@@ -12,10 +12,17 @@ import re
 from reconciler.service.problems import ProblemError, ProblemType, problem_responses
 
 # The provider modules add their routes to `router` as they are imported, before the catch-all.
-from reconciler.service.webhooks import github, postmark, slack, standard, stripe  # noqa: F401
+from reconciler.service.webhooks import (  # noqa: F401
+    github,
+    postmark,
+    slack,
+    standard,
+    stripe,
+    twilio,
+)
 from reconciler.service.webhooks.routes import router
 
-ROUTES = ("stripe", "github", "slack", "postmark")
+ROUTES = ("stripe", "github", "slack", "postmark", "twilio")
 _SIGNED = re.compile(rf"/v1/webhooks/(?:{'|'.join(ROUTES)}|standard/[^/]+)")
 
 __all__ = ["is_signed_path", "router"]
