@@ -6,6 +6,7 @@ on SQLite or on another store URL (PostgreSQL)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -135,3 +136,30 @@ def browser() -> Iterator[WebDriver]:
         yield driver
     finally:
         driver.quit()
+
+
+def csrf_of(page: httpx.Response) -> str:
+    """The CSRF token of the (first) form on a console page."""
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found, page.text[:500]
+    return found.group(1)
+
+
+def login_form(http: httpx.Client) -> str:
+    page = http.get("/ui/login")
+    assert page.status_code == 200
+    return csrf_of(page)
+
+
+@contextmanager
+def signed_in(url: str) -> Iterator[tuple[httpx.Client, str]]:
+    with httpx.Client(base_url=url, timeout=20) as http:
+        yield _signed_in(http)
+
+
+def _signed_in(http: httpx.Client) -> tuple[httpx.Client, str]:
+    answer = http.post("/ui/login", data={"csrf": login_form(http), "credential": TOKEN})
+    assert answer.status_code == 303 and answer.headers["location"] == "/ui/queue"
+    cookie = answer.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    return http, csrf_of(http.get("/ui/operation?id=late"))

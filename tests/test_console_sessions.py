@@ -26,6 +26,7 @@ from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
 
 from builders import OP, intent
+from console_harness import csrf_of
 from service_harness import serving
 
 ALICE, ALICE_AGAIN = "alice-token-" + "a" * 32, "alice-token-" + "b" * 32
@@ -58,12 +59,6 @@ def sidecar(store: SqlStore, *credentials: Credential) -> Iterator[str]:
                      ledger=Ledger(store))
     with serving(app) as url:
         yield url
-
-
-def csrf_of(page: httpx.Response) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
-    assert found, page.text
-    return found.group(1)
 
 
 def session_of(url: str, token: str) -> tuple[str, str]:

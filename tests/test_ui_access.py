@@ -3,42 +3,14 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
 from reconciler.domain import Resolution
 
-from console_harness import console_sidecar
+from console_harness import console_sidecar, login_form, signed_in
 from sidecar_client import TOKEN
-
-
-def login_form(http: httpx.Client) -> str:
-    page = http.get("/ui/login")
-    assert page.status_code == 200
-    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
-    assert found
-    return found.group(1)
-
-
-@contextmanager
-def signed_in(url: str) -> Iterator[tuple[httpx.Client, str]]:
-    with httpx.Client(base_url=url, timeout=20) as http:
-        yield _signed_in(http)
-
-
-def _signed_in(http: httpx.Client) -> tuple[httpx.Client, str]:
-    answer = http.post("/ui/login", data={"csrf": login_form(http), "credential": TOKEN})
-    assert answer.status_code == 303 and answer.headers["location"] == "/ui/queue"
-    cookie = answer.headers["set-cookie"]
-    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
-    page = http.get("/ui/operation?id=late")
-    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
-    assert found
-    return http, found.group(1)
 
 
 def test_without_a_session_every_page_sends_you_to_sign_in(tmp_path: Path) -> None:
