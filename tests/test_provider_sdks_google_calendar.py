@@ -222,3 +222,16 @@ def test_the_list_lags_behind_the_read_by_id(sandbox: RunningSandbox,
     by_id = observe("google_calendar.event", sandbox, chosen)
     assert early.authority is Authority.LAGGING and early.matches == ()
     assert late.matches == by_id.matches == (Match(chosen, HASH),)
+
+
+@pytest.mark.parametrize(("status", "authority", "found"), [
+    ("tentative", Authority.AUTHORITATIVE, 1),   # a held slot is booked
+    ("cancelled", Authority.UNAVAILABLE, 0),     # booked, then removed: a person looks
+])
+def test_what_an_events_status_says_about_the_booking(
+        sandbox: RunningSandbox, status: str, authority: Authority, found: int) -> None:
+    chosen = event_id()
+    calendar(sandbox).events().insert(calendarId="primary",
+                                      body=booking(chosen, status=status)).execute()
+    seen = observe("google_calendar.event", sandbox, chosen)
+    assert seen.authority is authority and len(seen.matches) == found
