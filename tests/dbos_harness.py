@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from sandbox_charge import Payments, charge_body
 from worker_log import untagged
 
 AMOUNT = 1200
+STRIPE_KEY = "sk_test_sandbox"
 #: A process that outlives this is killed and its run counted as failed.
 PROCESS_TIMEOUT_S = 90.0
 
@@ -118,8 +120,13 @@ def run(job: Job) -> None:
     hook = killer(Kill(job.kill_at, 1)) if job.kill_at else no_hook
     store = EmbeddedBackend(job.store_db, config=job.config)
     use_backend(KillingRecorder(store, hook))
+    # A well-formed Stripe secret key, for the charge and the probes: the sandbox checks its
+    # form, as Stripe would its value.
+    os.environ["STRIPE_SECRET_KEY"] = STRIPE_KEY
+    http = httpx.Client(timeout=5.0, transport=KillingTransport(hook),
+                        headers={"Authorization": f"Bearer {STRIPE_KEY}"})
     WORLD.payments = Payments(job.sandbox_url, [job.fault] if job.fault else [], keyed=True,
-                              http=httpx.Client(timeout=5.0, transport=KillingTransport(hook)))
+                              http=http)
     DBOS(config={"name": "reconciled-steps", "system_database_url": job.dbos_db})
     DBOS.launch()
     try:

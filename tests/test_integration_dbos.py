@@ -5,8 +5,11 @@ workflow's order."""
 
 from __future__ import annotations
 
+import ast
 import json
 import signal
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,8 @@ from reconciler.sandbox import RunningSandbox
 
 from dbos_harness import Job, body, in_process
 from kill_harness import sandbox_config
+
+ROOT = Path(__file__).parent.parent
 
 
 def charges(sandbox: RunningSandbox, order: str, keyed: bool, operation_id: str = "") -> list[str]:
@@ -88,3 +93,21 @@ def test_dbos_retries_a_step_the_provider_did_despite_its_error_without_sending(
     assert end["sends"] == 1, end  # DBOS's retry asked the gate: verified_applied
     assert charged == [end["result"]], end
     assert end["steps"][0]["output"] == {"id": charged[0], "replayed": True}, end
+
+
+def docs_example(page: str) -> str:
+    """The first Python block of docs/integrations/`page`."""
+    text = (ROOT / "docs" / "integrations" / page).read_text()
+    return text.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.parametrize("fault", ["error_after_commit", "fail_before_commit"])
+def test_the_docs_example_is_the_example_that_runs_and_charges_once(fault: str) -> None:
+    example = ROOT / "examples" / "dbos_charge.py"
+    assert docs_example("dbos.md") in example.read_text()
+    # A process of its own: DBOS is one per process.
+    ran = subprocess.run([sys.executable, example.name, fault], cwd=example.parent,
+                         capture_output=True, text=True, timeout=120, check=True)
+    answer, charges_line = ran.stdout.strip().splitlines()[-2:]
+    charged = ast.literal_eval(charges_line.removeprefix("charges at the provider: "))
+    assert len(charged) == 1 and answer.endswith(charged[0]), ran.stdout

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import importlib
 import sys
 import time
 import uuid
@@ -206,3 +207,16 @@ def test_a_worker_interceptor_leaves_other_activities_alone(charges: Charges) ->
         return f"looked up {order}"
 
     assert through_interceptor(charges, 1, lookup, "lookup") == f"looked up {charges.order}"
+
+
+def test_the_docs_example_is_the_example_that_runs_and_charges_once() -> None:
+    page = (Path(__file__).parent.parent / "docs" / "integrations" / "temporal.md").read_text()
+    shown = page.split("```python\n", 1)[1].split("```", 1)[0]
+    example = Path(__file__).parent.parent / "examples" / "temporal_charge.py"
+    assert shown in example.read_text()
+    temporal_charge = importlib.import_module("temporal_charge")
+    applied = temporal_charge.main("error_after_commit")
+    assert applied.answers == [f"attempt 1: {applied.charges[0]} (replayed)"]
+    granted = temporal_charge.main("fail_before_commit")
+    assert granted.answers == ["attempt 1: HTTPStatusError",
+                               f"attempt 2: {granted.charges[0]}"]
