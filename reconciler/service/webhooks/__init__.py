@@ -14,6 +14,7 @@ from reconciler.service.problems import ProblemError, ProblemType, problem_respo
 # The provider modules add their routes to `router` as they are imported, before the catch-all.
 from reconciler.service.webhooks import (  # noqa: F401
     github,
+    jira,
     postmark,
     slack,
     standard,
@@ -22,7 +23,7 @@ from reconciler.service.webhooks import (  # noqa: F401
 )
 from reconciler.service.webhooks.routes import router
 
-ROUTES = ("stripe", "github", "slack", "postmark", "twilio")
+ROUTES = ("stripe", "github", "slack", "postmark", "twilio", "jira")
 _SIGNED = re.compile(rf"/v1/webhooks/(?:{'|'.join(ROUTES)}|standard/[^/]+)")
 
 __all__ = ["is_signed_path", "router"]
