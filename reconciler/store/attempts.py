@@ -29,7 +29,7 @@ from sqlalchemy.exc import IntegrityError
 
 from reconciler.domain import Attempt, Outcome, Verdict
 from reconciler.errors import UnknownOperationError
-from reconciler.store import decisions, reports, rows
+from reconciler.store import decisions, folds, reports, rows
 from reconciler.store.commits import Step
 from reconciler.store.driver import DriverStatements
 from reconciler.store.tables import AttemptRow, StateRow
@@ -64,14 +64,15 @@ def due_of(attempt: Attempt, due_at: datetime | None) -> dict[str, Any]:
     return {"op": attempt.operation_id, "at": due_at or attempt.at}
 
 
-def inserting(attempt: Attempt) -> Step:
-    """The step that records `attempt`."""
-    return INSERT_ATTEMPT, rows.attempt_values(attempt)
+def inserting(attempt: Attempt) -> list[Step]:
+    """The steps that record `attempt`: counted first (store/folds.py)."""
+    return [folds.counted(folds.COUNT_ATTEMPTS, attempt.operation_id),
+            (INSERT_ATTEMPT, rows.attempt_values(attempt))]
 
 
 def recording(attempt: Attempt, due: dict[str, Any]) -> list[Step]:
     """The steps that record `attempt` and make its operation due."""
-    return [inserting(attempt), (DUE_ON_DISPATCH, due)]
+    return [*inserting(attempt), (DUE_ON_DISPATCH, due)]
 
 
 def make_due(conn: Connection, due: dict[str, Any]) -> None:
@@ -103,8 +104,11 @@ def settle(conn: Connection, attempt: Attempt, due: dict[str, Any],
     if reports.repeats(kept, attempt):
         return False
     index = reports.opened(kept, attempt)
-    if index is None or not _complete(conn, found[index].id,
-                                      reports.completion(kept[index], attempt)):
+    if index is not None and _complete(conn, found[index].id,
+                                       reports.completion(kept[index], attempt)):
+        conn.execute(*folds.counted(folds.COUNT_COMPLETIONS, attempt.operation_id))
+    else:
+        conn.execute(*folds.counted(folds.COUNT_ATTEMPTS, attempt.operation_id))
         conn.execute(INSERT_ATTEMPT, rows.attempt_values(
             attempt, max(row.report for row in found) + 1))
     conn.execute(DUE_ON_DISPATCH, due)

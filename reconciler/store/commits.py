@@ -282,6 +282,10 @@ class GroupCommitter:
         if self._conn is None:
             self._conn = self.engine.connect()
         conn = self._conn
+        # What a step keeps in memory about the rows it wrote is kept only once they are
+        # committed (store/folds.py): `after_commit` collects it, and is gone either way.
+        after_commit: list[Callable[[], None]] = []
+        conn.info["after_commit"] = after_commit
         try:
             with conn.begin():
                 for write in writes:
@@ -293,5 +297,9 @@ class GroupCommitter:
         except BaseException:
             # Whatever failed (a caller's rows, the commit, the connection itself), the next
             # transaction starts on a connection fresh from the pool's checks.
+            conn.info.pop("after_commit", None)
             self._give_back()
             raise
+        conn.info.pop("after_commit", None)
+        for kept in after_commit:
+            kept()

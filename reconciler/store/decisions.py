@@ -1,7 +1,11 @@
 """Deciding inside a transaction: an operation's facts read by prebuilt Core selects, a rule
 applied to them, and the decision cached on the state row only when it changes.
 
-    intent + state (one select) ─▶ attempts ─▶ evidence ─▶ rule ─▶ cache (UPDATE, on change)
+    intent + state (one select) ─▶ what was recorded since the last decision ─▶ rule
+                                ─▶ cache (UPDATE, on change)
+
+What was recorded since: the summary of the facts is kept between decisions, and caught up
+from the rows the state row's fact counts say are new (store/folds.py).
 
 The statements are built once and run on the driver's cursor (store/driver.py), so a decision
 costs three selects and no ORM identity map, unit of work or result set-up (issue 16: through
@@ -14,18 +18,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, select, update
 
-from reconciler.domain import Attempt, Evidence, Facts, ProviderContract, Snapshot
+from reconciler.domain import Attempt, Evidence, Facts, ProviderContract
 from reconciler.errors import UnknownOperationError
 from reconciler.ports import Decided, Rule
-from reconciler.store import rows
+from reconciler.store import folds, rows
 from reconciler.store.driver import DriverStatements
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, StateRow
-from reconciler.summary import summarize
 
 _INTENT: Table = IntentRow.__table__  # type: ignore[attr-defined]
 _STATE: Table = StateRow.__table__  # type: ignore[attr-defined]
@@ -34,23 +38,28 @@ _EVIDENCE: Table = EvidenceRow.__table__  # type: ignore[attr-defined]
 
 #: The intent and what is cached about it, in one round trip.
 HEAD = (select(_INTENT, _STATE.c.verdict.label("cached_verdict"),
-               _STATE.c.next_action.label("cached_action"), _STATE.c.escalated)
+               _STATE.c.next_action.label("cached_action"), _STATE.c.escalated,
+               _STATE.c.attempt_rows, _STATE.c.completions, _STATE.c.evidence_rows)
         .join(_STATE, _STATE.c.operation_id == _INTENT.c.operation_id)
         .where(_INTENT.c.operation_id == bindparam("op")))
 #: The same, the state row locked until the commit (PostgreSQL; SQLite's write transaction
 #: already excludes every other writer): two decisions on one operation take turns.
 HEAD_LOCKED = HEAD.with_for_update(of=_STATE)
-#: Every report of every attempt, in recorded order (`id`; a completion keeps its opening's).
-ATTEMPTS = (select(_ATTEMPT).where(_ATTEMPT.c.operation_id == bindparam("op"))
-            .order_by(_ATTEMPT.c.id))
-EVIDENCE = (select(_EVIDENCE).where(_EVIDENCE.c.operation_id == bindparam("op"))
-            .order_by(_EVIDENCE.c.id))
 CACHE = (update(_STATE).where(_STATE.c.operation_id == bindparam("op"))
          .values(verdict=bindparam("verdict"), next_action=bindparam("action"),
                  updated_at=bindparam("now"), due_at=bindparam("due")))
 
 #: The provider's contract, from the store's cache (or read in the same transaction).
 Contracts = Callable[[Connection, str], ProviderContract]
+
+
+@dataclass(frozen=True, slots=True)
+class Deciding:
+    """What a store decides with besides the transaction: its providers' contracts and the
+    summaries it keeps between decisions."""
+
+    contracts: Contracts
+    folds: folds.Folds = field(default_factory=folds.Folds)
 
 
 #: The attempts and evidence of the operations "ids" (a sweep's batch, a retention batch).
@@ -93,22 +102,18 @@ def recorded(conn: Connection, ids: Sequence[str]
 
 def facts_of(conn: Connection, row: Any) -> Facts:
     """Everything recorded about the operation of the intent row `row`, in recorded order."""
-    params = {"op": row.operation_id}
-    driver = DriverStatements.of(conn.dialect)
-    return Facts(rows.intent_of(row),
-                 tuple(rows.attempt_of(a) for a in driver.select(conn, ATTEMPTS, params)),
-                 tuple(rows.evidence_of(e) for e in driver.select(conn, EVIDENCE, params)))
+    return folds.facts_of(conn, rows.intent_of(row))
 
 
-def decide_in(conn: Connection, contracts: Contracts, operation_id: str, rule: Rule,
+def decide_in(conn: Connection, deciding: Deciding, operation_id: str, rule: Rule,
               now: datetime, *, write: bool = True) -> tuple[Decided, bool]:
     """Apply `rule` to the operation's facts in the transaction of `conn`, and cache the
     decision when its verdict or next action changed (only if `write`: a read transaction
     leaves that to a write one). The decision, and whether the cache needs (or got) the
     change."""
     row = head(conn, operation_id, locked=write)
-    facts = facts_of(conn, row)
-    scheduled = rule(summarize(facts), contracts(conn, row.provider), now)
+    summary, snapshot = folds.summary_of(conn, deciding.folds, row)
+    scheduled = rule(summary, deciding.contracts(conn, row.provider), now)
     decision = scheduled.decision
     verdict, action = decision.verdict.value, decision.next_action
     stale = (row.cached_verdict, row.cached_action) != (verdict, action)
@@ -117,4 +122,4 @@ def decide_in(conn: Connection, contracts: Contracts, operation_id: str, rule: R
             conn, CACHE, {"op": operation_id, "verdict": verdict, "action": action,
                           "now": now, "due": None if row.escalated else scheduled.due_at})
     changed = row.cached_verdict != verdict
-    return Decided(Snapshot.of(facts), decision, row.escalated, changed), stale
+    return Decided(snapshot, decision, row.escalated, changed), stale

@@ -30,7 +30,7 @@ from reconciler.grants import Lease, moves_grant, opening_allowed
 from reconciler.ports import Conclusion, Decided, Grantable, Round, RoundRule, Rule
 from reconciler.store import decisions, rows
 from reconciler.store.attempts import ATTEMPT_NUMBERED
-from reconciler.store.decisions import Contracts, decide_in
+from reconciler.store.decisions import Deciding, decide_in
 from reconciler.store.driver import DriverStatements
 from reconciler.store.rounds import conclude
 from reconciler.store.sql import SqlStore
@@ -97,7 +97,7 @@ def _lease_of(conn: Connection, operation_id: str, now: datetime, *, locked: boo
             if found else None)
 
 
-def _granted(conn: Connection, contracts: Contracts, attempt: Attempt, holder: str | None,
+def _granted(conn: Connection, deciding: Deciding, attempt: Attempt, holder: str | None,
              grant: str | None, rule: Rule, now: datetime) -> None:
     """In the transaction recording `attempt`, before it: `opening_allowed` on the live lease,
     read locked (PostgreSQL; SQLite's write transaction excludes every other writer), so no
@@ -114,7 +114,7 @@ def _granted(conn: Connection, contracts: Contracts, attempt: Attempt, holder: s
             driver.execute(conn, _MOVE_GRANT, {"op": operation_id, "number": attempt.number})
         return
     decided = (None if recorded else
-               decide_in(conn, contracts, operation_id, rule, now, write=False)[0].decision)
+               decide_in(conn, deciding, operation_id, rule, now, write=False)[0].decision)
     if not opening_allowed(lease, attempt, holder, grant, recorded, decided):
         decisions.head(conn, operation_id)  # UnknownOperationError without an intent
         raise RetryNotGrantedError.opening(operation_id, attempt.number)
@@ -208,7 +208,7 @@ class SqlLeases:
         answer: list[tuple[Decided, datetime | None]] = []
 
         def ask(conn: Connection) -> None:
-            decided = decide_in(conn, self.store.contract_in, operation_id, rule, now)[0]
+            decided = decide_in(conn, self.store.deciding, operation_id, rule, now)[0]
             number = grantable(decided.facts, decided.decision)
             won = number is not None and _take_retry(conn, operation_id, holder, now, expires,
                                                      number, grant)
@@ -225,7 +225,7 @@ class SqlLeases:
         commit, and no read transactions before it."""
         return self.store.record_attempt_and_decide(
             attempt, rule, now, due_at=due_at,
-            guard=lambda conn: _granted(conn, self.store.contract_in, attempt, holder, grant,
+            guard=lambda conn: _granted(conn, self.store.deciding, attempt, holder, grant,
                                         rule, now))
 
     def retry_grant(self, operation_id: str, now: datetime) -> tuple[str, int | None] | None:

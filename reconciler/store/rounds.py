@@ -36,7 +36,7 @@ _LOCK_STATES = (sqlalchemy.select(_STATE)
 _UPDATE_STATE = update(_STATE).where(_STATE.c.operation_id == bindparam("b_id")).values(
     {column: bindparam(f"b_{column}") for column in (
         "verdict", "next_action", "updated_at", "probe_count", "due_at", "escalated",
-        "lease_holder", "lease_expires_at")})
+        "lease_holder", "lease_expires_at", "evidence_rows")})
 
 
 def conclude(s: Session, store: SqlStore, holder: str, rounds: Sequence[Round], rule: RoundRule,
@@ -68,7 +68,7 @@ def conclude(s: Session, store: SqlStore, holder: str, rounds: Sequence[Round], 
         state = states[op]  # born with the intent (record_intent); the lease was on it
         scheduled = rule(summarize(facts), store.contract_in(conn, r.intent.provider),
                          state.probe_count + 1)
-        updates.append(_concluded_state(state, scheduled, now,
+        updates.append(_concluded_state(state, scheduled, now, len(r.evidence),
                                         leased=state.lease_holder == holder))
         concluded.append(Conclusion(Snapshot.of(facts), scheduled.decision, state.escalated,
                                     scheduled.escalate,
@@ -77,14 +77,16 @@ def conclude(s: Session, store: SqlStore, holder: str, rounds: Sequence[Round], 
     return concluded
 
 
-def _concluded_state(state: Row[Any], scheduled: Scheduled, now: datetime, *,
+def _concluded_state(state: Row[Any], scheduled: Scheduled, now: datetime, appended: int, *,
                      leased: bool) -> dict[str, Any]:
     """The parameters of `_UPDATE_STATE` for one operation after its round. The verdict's
     `updated_at` says when it last changed; the schedule and the lease are the holder's only."""
     verdict, action = scheduled.decision.verdict.value, scheduled.decision.next_action
     changed = (state.verdict, state.next_action) != (verdict, action)
     values = {"b_id": state.operation_id, "b_verdict": verdict, "b_next_action": action,
-              "b_updated_at": now if changed else state.updated_at}
+              "b_updated_at": now if changed else state.updated_at,
+              # Counted on the row locked before the evidence was appended (store/folds.py).
+              "b_evidence_rows": state.evidence_rows + appended}
     escalated = state.escalated or scheduled.escalate
     if leased:
         return {**values, "b_probe_count": state.probe_count + 1,

@@ -25,9 +25,9 @@ from reconciler.ports import (
     Waiting,
 )
 from reconciler.retention import SETTLED
-from reconciler.store import attempts, decisions, listing, rows
+from reconciler.store import attempts, decisions, folds, listing, rows
 from reconciler.store.commits import GroupCommitter, Write
-from reconciler.store.decisions import decide_in
+from reconciler.store.decisions import Deciding, decide_in
 from reconciler.store.tables import (
     AttemptRow,
     EvidenceRow,
@@ -49,6 +49,13 @@ INSERT_INTENT = _insert(IntentRow)
 INSERT_STATE = _insert(StateRow)
 INSERT_EVIDENCE = _insert(EvidenceRow)
 INSERT_DELIVERY = _insert(WebhookDeliveryRow)
+
+
+def appending(evidence: Evidence) -> list[tuple[Any, dict[str, Any]]]:
+    """The steps that append `evidence`: counted first (store/folds.py)."""
+    return [folds.counted(folds.COUNT_EVIDENCE, evidence.operation_id),
+            (INSERT_EVIDENCE, rows.evidence_values(evidence))]
+
 _PROVIDER: Table = ProviderRow.__table__  # type: ignore[attr-defined]
 PROVIDER = sqlalchemy.select(_PROVIDER).where(_PROVIDER.c.name == bindparam("name"))
 #: The execution option of read transactions (schema.make_engine begins them deferred).
@@ -78,6 +85,8 @@ class SqlStore:
         # readers and the writer never wait on each other (schema.make_engine).
         self._reader = engine.execution_options(**READING)
         self._committer = GroupCommitter(engine)
+        # Summaries kept from the old database vouch for nothing in this one.
+        self.deciding = Deciding(self.contract_in)
         if previous is not None:
             previous.close()  # the connection it holds goes back to the old engine's pool
 
@@ -120,9 +129,9 @@ class SqlStore:
             existing = decisions.head(conn, intent.operation_id)
         if rows.intent_of(existing).same_identity(intent):
             return False
-        self.commit([(INSERT_EVIDENCE, rows.evidence_values(IntentConflict(
-            intent.operation_id, intent.at, intent.request_hash, intent.idempotency_key)))],
-            intent.operation_id)
+        self.commit(appending(IntentConflict(intent.operation_id, intent.at,
+                                             intent.request_hash, intent.idempotency_key)),
+                    intent.operation_id)
         raise IntentConflictError(
             f"operation {intent.operation_id!r} is already recorded with request hash "
             f"{existing.request_hash} and key {existing.idempotency_key!r}; a different "
@@ -154,13 +163,13 @@ class SqlStore:
             rule, now = deciding
 
             def decide(conn: Connection) -> None:
-                judged, cached = decide_in(conn, self.contract_in, attempt.operation_id, rule,
+                judged, cached = decide_in(conn, self.deciding, attempt.operation_id, rule,
                                            now)
                 if not cached:  # a new verdict cached its own due time (store/attempts.py)
                     attempts.make_due(conn, due)
                 decided[:] = [judged]
 
-            write = [attempts.inserting(attempt), decide]
+            write = [*attempts.inserting(attempt), decide]
         if guard is not None:
             write.insert(0, guard)
         try:
@@ -189,8 +198,7 @@ class SqlStore:
 
     def record_evidence(self, evidence: Evidence) -> None:
         try:
-            self.commit([(INSERT_EVIDENCE, rows.evidence_values(evidence))],
-                        evidence.operation_id)
+            self.commit(appending(evidence), evidence.operation_id)
         except IntegrityError:
             with self.reading() as conn:  # not the write lock: Wiring.call may run this on the loop
                 decisions.head(conn, evidence.operation_id)
@@ -222,14 +230,14 @@ class SqlStore:
         what is recorded then, in a write transaction (shared with other writers' commits).
         """
         with self.reading() as conn:
-            decided, stale = decisions.decide_in(conn, self.contract_in, operation_id, rule,
+            decided, stale = decisions.decide_in(conn, self.deciding, operation_id, rule,
                                                  now, write=False)
         if not stale:
             return decided
         again: list[Decided] = []
 
         def decide(conn: Connection) -> None:
-            again[:] = [decisions.decide_in(conn, self.contract_in, operation_id, rule, now)[0]]
+            again[:] = [decisions.decide_in(conn, self.deciding, operation_id, rule, now)[0]]
 
         self.commit([decide], operation_id)
         return again[0]
@@ -277,6 +285,7 @@ class SqlStore:
             if gone:
                 for table in (EvidenceRow, AttemptRow, StateRow, IntentRow):
                     s.execute(delete(table).where(col(table.operation_id).in_(gone)))
+                self.deciding.folds.forget(gone)
         return removed, ids[-1] if len(ids) == limit else None
 
     def waiting_on_human(self) -> list[Waiting]:
@@ -304,7 +313,8 @@ class SqlStore:
             except IntegrityError:
                 return False
             if evidence is not None:
-                s.execute(INSERT_EVIDENCE, rows.evidence_values(evidence))
+                for step in appending(evidence):
+                    s.execute(*step)
         return True
 
     def ready(self) -> None:

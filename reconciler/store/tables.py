@@ -65,11 +65,13 @@ class AttemptRow(SQLModel, table=True):
     (store/attempts.py)."""
 
     __tablename__ = "attempts"
+    # An operation's reports are read from an id onwards (store/folds.py): (operation, id).
     __table_args__ = (UniqueConstraint("operation_id", "number", "report",
-                                       name="uq_attempts_op_number_report"),)
+                                       name="uq_attempts_op_number_report"),
+                      Index("ix_attempts_op_id", "operation_id", "id"))
 
     id: int | None = Field(default=None, primary_key=True)
-    operation_id: str = Field(foreign_key="intents.operation_id", max_length=200, index=True)
+    operation_id: str = Field(foreign_key="intents.operation_id", max_length=200)
     number: int
     #: The report's place among its attempt's reports: 0 for the first.
     report: int = 0
@@ -160,6 +162,15 @@ class StateRow(SQLModel, table=True):
     #: The SHA-256 of the retry grant's token (never the token): opening needs the token.
     retry_grant: str | None = Field(default=None, max_length=64)
     updated_at: datetime = _at(nullable=False)
+    # The facts recorded about the operation, counted by every write of one in its own
+    # transaction (migration 0013): a decision that kept the summary of an earlier one reads
+    # only what is new, and knows by these counts whether it read all of it (store/folds.py).
+    #: Attempt reports inserted.
+    attempt_rows: int = Field(default=0, sa_column_kwargs={"server_default": text("0")})
+    #: Open (`dispatching`) reports completed in place.
+    completions: int = Field(default=0, sa_column_kwargs={"server_default": text("0")})
+    #: Pieces of evidence appended.
+    evidence_rows: int = Field(default=0, sa_column_kwargs={"server_default": text("0")})
 
 
 class RunRow(SQLModel, table=True):
