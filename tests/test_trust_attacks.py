@@ -28,7 +28,10 @@ from test_trust_bounded_inputs import runs_sidecar
 from reconciler.domain import Attempt, Outcome
 from reconciler.ledger import Ledger
 from reconciler.logs import JsonFormatter, TextFormatter
+from reconciler.runtime.agent import Agent
+from reconciler.runtime.scripted import ScriptedModel, say
 from reconciler.service import Settings, create_app
+from reconciler.service.credentials import credential, new_token
 from reconciler.store import rows
 from reconciler.store.attempts import INSERT_ATTEMPT
 from reconciler.store.schema import make_engine, open_store
@@ -247,3 +250,40 @@ def test_a_host_not_allowed_is_refused_on_a_wildcard_bind(store_url: str) -> Non
         assert_problem(rebound, 421, "unknown-host")
         assert sidecar.http.get("/v1/operations",
                                 headers={"Host": "sidecar.internal:8765"}).status_code == 200
+
+
+RUN_TOKENS = {name: new_token() for name in ("worker-a", "worker-b", "ops-alice")}
+RUN_CREDENTIALS = (credential("worker-a", ["worker"], RUN_TOKENS["worker-a"], "test"),
+                   credential("worker-b", ["worker"], RUN_TOKENS["worker-b"], "test"),
+                   credential("ops-alice", ["operator"], RUN_TOKENS["ops-alice"], "test"))
+
+
+def test_a_runs_input_is_read_only_by_its_creator_and_operators(store_url: str) -> None:
+    store = open_store(store_url)
+    agent = Agent(ScriptedModel([say("done")]), [], {"max_tokens": 10_000})
+    app = create_app(Settings(db=store_url, sweep_interval_s=0, credentials=RUN_CREDENTIALS),
+                     ledger=Ledger(store), agent=agent)
+
+    def as_(name: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {RUN_TOKENS[name]}"}
+
+    try:
+        with serving(app) as url, httpx.Client(base_url=url, timeout=30) as http:
+            created = http.post("/v1/runs", json={"input": "refund order 4711 to card 4242"},
+                                headers=as_("worker-a"))
+            assert created.status_code == 201, created.text
+            run = f"/v1/runs/{created.json()['run_id']}"
+            for reader in ("worker-a", "ops-alice"):
+                read = http.get(run, headers=as_(reader))
+                assert read.status_code == 200 and "card 4242" in read.text
+            other = as_("worker-b")
+            for response in (http.get(run, headers=other),
+                             http.get(f"{run}/events", headers=other),
+                             http.post(f"{run}/continue", headers=other,
+                                       json={"type": "task_continue_response",
+                                             "continue_request_id": "creq_x"})):
+                # As if there were no such run: another caller's run ids are not theirs.
+                assert_problem(response, 404, "unknown-run")
+                assert "4242" not in response.text
+    finally:
+        store.engine.dispose()

@@ -127,6 +127,8 @@ class RunView:
     config: Mapping[str, Any]
     correlation_id: str | None
     turn: int = 0
+    #: The credential that created the run (service.runs): its input is that caller's to read.
+    created_by: str | None = None
     turn_usage: tuple[Usage, ...] = ()
     assistant: tuple[tuple[int, Message], ...] = ()
     calls: Mapping[str, CallView] = field(default_factory=dict)
@@ -194,7 +196,8 @@ def apply(view: RunView | None, event: RunEvent) -> RunView:
             raise RunError(event.run_id, "a run's first event is run_created, seq 1")
         d = event.data
         return RunView(event.run_id, S.QUEUED, 1, event.at, event.at, str(d["input"]),
-                       dict(d.get("config") or {}), d.get("correlation_id"))
+                       dict(d.get("config") or {}), d.get("correlation_id"),
+                       created_by=d.get("created_by"))
     if event.seq != view.seq + 1:
         raise RunError(view.run_id, f"event seq {event.seq} does not follow {view.seq}")
     if event.kind is EventKind.CREATED:

@@ -90,12 +90,14 @@ class Advance:
 
 def create_run(journal: Journal, input: str, at: datetime, *, run_id: str | None = None,
                config: dict[str, Any] | None = None,
-               correlation_id: str | None = None) -> RunView:
+               correlation_id: str | None = None, created_by: str | None = None) -> RunView:
     """Record a new queued run; a worker (any worker) advances it later. The configuration is
-    checked first: a run that could never start is refused, not queued."""
+    checked first: a run that could never start is refused, not queued. `created_by`: the
+    credential whose run it is (RunView.created_by)."""
     RunConfig.of(config or {})
     return journal.create(run_id or f"run_{uuid.uuid4().hex}", {
-        "input": input, "config": config or {}, "correlation_id": correlation_id}, at)
+        "input": input, "config": config or {}, "correlation_id": correlation_id,
+        **({"created_by": created_by} if created_by else {})}, at)
 
 
 class AgentRuntime:
@@ -120,10 +122,10 @@ class AgentRuntime:
 
     def create(self, input: str, *, run_id: str | None = None,
                config: dict[str, Any] | None = None,
-               correlation_id: str | None = None) -> RunView:
-        """Record a new queued run (its input, configuration and correlation id)."""
+               correlation_id: str | None = None, created_by: str | None = None) -> RunView:
+        """Record a new queued run (its input, configuration, correlation id and creator)."""
         return create_run(self.journal, input, self._now(), run_id=run_id, config=config,
-                          correlation_id=correlation_id)
+                          correlation_id=correlation_id, created_by=created_by)
 
     def get(self, run_id: str) -> RunView:
         """The run; a pending approval the evidence has settled, or past its timeout, is

@@ -63,7 +63,7 @@ from reconciler.runtime.wire import (
     run_events_out,
     run_out,
 )
-from reconciler.service.auth import Operator, Reader, Worker
+from reconciler.service.auth import Operator, Permission, Principal, Reader, Worker
 from reconciler.service.metering import counted_events
 from reconciler.service.problems import (
     VALIDATION,
@@ -228,10 +228,11 @@ async def create_run(body: RunIn, caller: Worker, runs: RunsDep,
     `task_continue_request`; the follow-up is a request with `messages` instead of `input`,
     holding that item and a `task_continue_response` with its id (200, the run goes on)."""
     if body.messages is not None:
-        return await _follow_up(request, runs, body)
+        return await _follow_up(request, runs, body, caller)
     view = runs.runtime.create(body.task, run_id=body.run_id,
                                config={**runs.defaults, **runs.check(body.config)},
-                               correlation_id=body.correlation_id)
+                               correlation_id=body.correlation_id,
+                               created_by=None if caller.anonymous else caller.name)
     if _streaming(request, body.stream):
         return _streamed(request, runs, view.run_id, 0,
                          _advanced(runs, view.run_id, body.deadline_s), 201,
@@ -239,7 +240,7 @@ async def create_run(body: RunIn, caller: Worker, runs: RunsDep,
     return await _advanced(runs, view.run_id, body.deadline_s)
 
 
-async def _follow_up(request: Request, runs: Runs, body: RunIn) -> Response:
+async def _follow_up(request: Request, runs: Runs, body: RunIn, caller: Principal) -> Response:
     """A long task's follow-up: check the task_continue_response against the run's pending
     request (422 if the request lacks it or the original item, 409 if it does not match or
     was used), then continue the run."""
@@ -254,7 +255,7 @@ async def _follow_up(request: Request, runs: Runs, body: RunIn) -> Response:
     if run_id is None:
         raise ProblemError(CONTINUATION_MISMATCH, f"{answer.continue_request_id!r} is not a "
                            "continue request this sidecar issued")
-    view = runs.runtime.journal.load(run_id)
+    view = readable(runs.runtime.journal.load(run_id), caller)
     check_response(view, answer.continue_request_id)
     item = answer.request_item
     if item is None:
@@ -279,7 +280,7 @@ def get_run(run_id: RunIdPath, caller: Reader, runs: RunsDep,
             limit: Annotated[int, Query(ge=1, le=1000)] = 500) -> RunEventsOut:
     """The run and its events after sequence number `after` (a pending approval past its
     timeout is timed out first)."""
-    view = runs.runtime.get(run_id)
+    view = readable(runs.runtime.get(run_id), caller)
     return run_events_out(view, runs.runtime.journal.events(run_id, after)[:limit + 1], limit,
                           runs.runtime.unhealthy(run_id))
 
@@ -363,7 +364,7 @@ async def continue_run(run_id: RunIdPath, body: ContinueIn, caller: Worker, runs
                        request: Request) -> RunOut | Response:
     """Answer the run's task_continue_request with its id: the run goes on. An id that is not
     the pending one, or was answered already, is 409."""
-    view = runs.runtime.journal.load(run_id)
+    view = readable(runs.runtime.journal.load(run_id), caller)
     check_response(view, body.continue_request_id)  # a wrong id is a 409, streamed or not
     work = runs.runtime.continue_(run_id, body.continue_request_id,
                                   deadline=_deadline(body.deadline_s))
@@ -379,9 +380,19 @@ def follow_run(run_id: RunIdPath, caller: Reader, runs: RunsDep, request: Reques
     """The run's events as server-sent events, after `Last-Event-ID` (or `after`): first from
     the journal, then as they are appended, until the run comes to rest (completed, stopped,
     waiting for a human, paused for a continue request). Where a lost stream reconnects."""
-    runs.runtime.journal.load(run_id)  # 404 before the stream starts
+    readable(runs.runtime.journal.load(run_id), caller)  # 404 before the stream starts
     seen = last_event_id(request.headers)
     return stream_response(runs.runtime.journal, run_id, after if seen is None else seen)
+
+
+def readable(view: RunView, caller: Principal) -> RunView:
+    """`view` when `caller` may read the run's input and conversation: the credential that
+    created it, an operator, or anyone when no credential is configured (loopback). Anyone else
+    gets 404, as for a run that does not exist: another caller's run ids are not theirs to
+    learn of. A run created with no credential (before credentials, or embedded) is operators'."""
+    if caller.anonymous or caller.may(Permission.DECIDE) or view.created_by == caller.name:
+        return view
+    raise UnknownRunError(view.run_id)
 
 
 def _out(runs: Runs, view: RunView) -> RunOut:
