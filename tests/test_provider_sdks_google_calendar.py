@@ -235,3 +235,30 @@ def test_what_an_events_status_says_about_the_booking(
                                       body=booking(chosen, status=status)).execute()
     seen = observe("google_calendar.event", sandbox, chosen)
     assert seen.authority is authority and len(seen.matches) == found
+
+
+@pytest.mark.parametrize("booked", [True, False], ids=["found", "zero"])
+def test_an_empty_page_with_a_next_page_token_is_read_past(sandbox: RunningSandbox,
+                                                          booked: bool) -> None:
+    # Google: a page "may be less than [maxResults], or none at all, even if there are more
+    # events matching the query"; only the page without a nextPageToken ends the list.
+    chosen = event_id()
+    if booked:
+        calendar(sandbox).events().insert(calendarId="primary", body=booking(chosen)).execute()
+    sandbox.state.arm("calendar", "short_page", "read")
+    listed = observe("google_calendar.events.list", sandbox, chosen)
+    assert listed.authority is Authority.LAGGING
+    assert listed.matches == ((Match(chosen, HASH),) if booked else ())
+    assert sandbox.state.take_armed("calendar", "read") is None  # the fault was spent
+
+
+def test_the_short_page_fault_answers_no_events_and_a_token_for_the_rest(
+        sandbox: RunningSandbox) -> None:
+    service, chosen = calendar(sandbox), event_id()
+    service.events().insert(calendarId="primary", body=booking(chosen)).execute()
+    sandbox.state.arm("calendar", "short_page", "read")
+    first = service.events().list(calendarId="primary").execute()
+    rest = service.events().list(calendarId="primary",
+                                 pageToken=first["nextPageToken"]).execute()
+    assert first["items"] == [] and [e["id"] for e in rest["items"]] == [chosen]
+    assert "nextPageToken" not in rest

@@ -38,7 +38,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from reconciler.sandbox.faults import Faults, perform_write, requested_faults
+from reconciler.sandbox.faults import Faults, perform_write, read_faults, requested_faults
 from reconciler.sandbox.state import JSONObject, Record
 from reconciler.sandbox.wire import ProviderError, State, read_json_body
 
@@ -100,8 +100,11 @@ async def _readable(request: Request, state: State) -> None:
                                               domain="usageLimits"))
 
 
+# A read's own faults (a delay, a short page; `X-Sandbox-Fault` or armed) as for every
+# provider; FastAPI runs a dependency once per request, so list_events sees the same ones.
+ReadFaults = Annotated[Faults, Depends(read_faults)]
 router = APIRouter(prefix="/calendar/v3", tags=["calendar"],
-                   dependencies=[Depends(_authorized), Depends(_readable)])
+                   dependencies=[Depends(_authorized), Depends(read_faults), Depends(_readable)])
 
 
 def _calendar(calendar_id: str) -> str:
@@ -202,37 +205,42 @@ def _has(event: JSONObject, kind: str, key: str, value: str) -> bool:
     return isinstance(props, dict) and props.get(key) == value
 
 
-def _bounded_int(text: str | None, name: str, default: int, most: int) -> int:
+def _count(text: str | None, name: str, default: int, least: int) -> int:
     if text is None:
         return default
-    if not text.isdigit() or not 1 <= int(text) <= most:
+    if not text.isdigit() or len(text) > 9 or int(text) < least:
         raise _invalid(f"Invalid value for {name}: {text[:40]}")
     return int(text)
 
 
 @router.get("/calendars/{calendar_id}/events")
-async def list_events(request: Request, state: State, calendar_id: str) -> JSONResponse:
+async def list_events(request: Request, state: State, calendar_id: str,
+                      faults: ReadFaults) -> JSONResponse:
     calendar = _calendar(calendar_id)
     query = request.query_params
     filters = (_property_filters(request, "privateExtendedProperty", "private")
                + _property_filters(request, "sharedExtendedProperty", "shared"))
     show_deleted = query.get("showDeleted", "false") == "true"
-    per_page = _bounded_int(query.get("maxResults"), "maxResults", _DEFAULT_RESULTS,
-                            _MAX_RESULTS)
+    # "The page size can never be larger than 2500 events" (the discovery document).
+    per_page = min(_count(query.get("maxResults"), "maxResults", _DEFAULT_RESULTS, 1),
+                   _MAX_RESULTS)
     # Page tokens are opaque to clients; here, `p` and the offset of the page.
     token = query.get("pageToken")
-    start = _bounded_int(token[1:], "pageToken", 0, 10**9) if token else 0
     if token and not token.startswith("p"):
         raise _invalid("Invalid page token.")
+    start = _count(token[1:], "pageToken", 0, 0) if token else 0
     found = [r.data for r in reversed(state.search(PROVIDER))
              if _listed(r, calendar, filters, show_deleted)]
-    page = found[start:start + per_page]
+    # "The number of events in the resulting page may be less than this value, or none at
+    # all, even if there are more events matching the query" (events.list, maxResults): the
+    # short_page fault answers none, and a token for the rest.
+    end = start if faults.short_page else start + per_page
     answer: JSONObject = {
         "kind": "calendar#events", "etag": f'"{len(found)}"', "summary": calendar,
         "updated": _rfc3339(state.clock.now()), "timeZone": "UTC", "accessRole": "owner",
-        "defaultReminders": [], "items": page}
-    if start + per_page < len(found):
-        answer["nextPageToken"] = f"p{start + per_page}"
+        "defaultReminders": [], "items": found[start:end]}
+    if end < len(found) or faults.short_page:
+        answer["nextPageToken"] = f"p{end}"
     return JSONResponse(answer)
 
 
