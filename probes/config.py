@@ -92,7 +92,10 @@ def _provider(name: str, table: Mapping[str, Any], env: Mapping[str, str],
         key_retention_s=opts.number("key_retention_s", _DEFAULT.key_retention_s),
         visibility_lag_s=lag,
         max_attempts=opts.integer("max_attempts", _DEFAULT.max_attempts, minimum=1),
-        inflight_s=opts.number("inflight_s", _DEFAULT.inflight_s),
+        # A provider's own figure when its recipes know it (Stripe's libraries wait 80 s):
+        # the longest of its probes', never below the cautious default.
+        inflight_s=opts.number("inflight_s", max(
+            [_DEFAULT.inflight_s] + [_declared(p, "inflight_s") for p in probes])),
         reconcile_deadline_s=opts.number("reconcile_deadline_s", _DEFAULT.reconcile_deadline_s),
         compensable=opts.boolean("compensable", _DEFAULT.compensable),
     )
@@ -106,8 +109,13 @@ def _provider(name: str, table: Mapping[str, Any], env: Mapping[str, str],
 
 
 def _least_lag(probe: Probe) -> float:
-    least = getattr(probe, "least_lag_s", 0.0)
-    return float(least) if isinstance(least, int | float) else 0.0
+    return _declared(probe, "least_lag_s")
+
+
+def _declared(probe: Probe, figure: str) -> float:
+    """A provider figure a probe knows (a recipe's `least_lag_s`, `inflight_s`); 0 if none."""
+    value = getattr(probe, figure, None)
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def _probe(entry: Mapping[str, Any], env: Mapping[str, str], registry: ProbeRegistry,

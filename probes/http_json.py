@@ -69,6 +69,8 @@ class HttpJsonProbe:
         #: The provider's documented lag for a lagging read (set by recipes): the configuration
         #: refuses a `visibility_lag_s` below it.
         self.least_lag_s = 0.0
+        #: The provider's `inflight_s` default (set by recipes; None: the cautious default).
+        self.inflight_s: float | None = None
         #: What it covers and finds effects by: set by the registry (probes/sight.py).
         self.sight = Sight()
         self._clock = clock

@@ -12,10 +12,14 @@ from typing import Any
 import httpx
 import pytest
 
+from probes.config import parse_config
 from probes.errors import ProbeConfigError
+from probes.recipes import RECIPES
+from probes.recipes.recipe import CAUTIOUS_INFLIGHT_S
+from probes.registry import default_registry
 from reconciler.domain import Authority, Match, Observation
 
-from probe_harness import OP, SECRET, Handler, answer, charge, observe, probe, target
+from probe_harness import BASE, OP, SECRET, Handler, answer, charge, observe, probe, target
 
 
 def pages(*responses: httpx.Response) -> tuple[Handler, list[httpx.Request]]:
@@ -402,3 +406,37 @@ def test_a_rotated_credential_is_used_from_the_next_call_on() -> None:
     env["KEY"] = "new"
     observe(p)
     assert seen == ["Bearer old", "Bearer new"]
+
+
+# --- Lag and in-flight defaults ---------------------------------------------------------
+
+
+def contract_with(use: str, **table: Any) -> Any:
+    probe_table = {"use": use, "base_url": BASE, "actions": ["send"], **(
+        TWILIO if use.startswith("twilio.") else {})}
+    providers = parse_config({"providers": {"p": {**table, "probes": [probe_table]}}},
+                             env={"ACCOUNT_SID": "AC1"}, registry=default_registry())
+    return providers["p"].contract
+
+
+@pytest.mark.parametrize(("use", "inflight_s"), [
+    ("stripe.payment_intents.list", 80.0), ("stripe.charge", 80.0),
+    ("twilio.message", 60.0), ("slack.history", 60.0), ("postmark.outbound", 60.0)])
+def test_a_provider_that_leaves_inflight_s_out_takes_its_recipes_figure(
+        use: str, inflight_s: float) -> None:
+    """Stripe's libraries wait 80 s for an answer; providers that document nothing take the
+    cautious minute."""
+    assert contract_with(use).inflight_s == inflight_s
+
+
+def test_a_configured_inflight_s_wins_over_the_recipes() -> None:
+    assert contract_with("stripe.payment_intents.list", inflight_s=0).inflight_s == 0.0
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_every_recipe_says_where_its_lag_and_inflight_come_from(name: str) -> None:
+    recipe = RECIPES[name]
+    assert "https://" in recipe.cite
+    source = recipe.inflight.source
+    assert "https://" in source or "undocumented" in source
+    assert recipe.inflight.seconds >= CAUTIOUS_INFLIGHT_S

@@ -86,6 +86,7 @@ def recipe_factory(recipe_name: str) -> Callable[..., HttpJsonProbe]:
         probe = http_json(name, merged, env, transport=transport, clock=clock)
         probe.least_lag_s = float(least_lag_s) if probe.spec.authority is Authority.LAGGING \
             else 0.0
+        probe.inflight_s = recipe.inflight.seconds
         return probe
 
     return build

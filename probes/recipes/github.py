@@ -21,7 +21,7 @@ The list pages with the `Link` header and reads from the intent's time less five
 limit (30 requests a minute, authenticated) and may time out: `incomplete_results: true` is a
 cut read, no zero. The quoted phrase `"reconciler:op=ID"` is in both marker forms, so the
 search finds either; the marker check then keeps the exact id. GitHub does not document
-search's indexing lag (users report minutes): the default is five minutes. A 404 is never a
+search's indexing lag: the default is five minutes (SEARCH_LAG_S says why). A 404 is never a
 zero: GitHub answers it for a repository the token cannot see too.
 
 A spent rate limit is a 403 (or 429) with `x-ratelimit-remaining: 0` and `x-ratelimit-reset`,
@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from probes.errors import ProbeConfigError
-from probes.recipes.recipe import Recipe
+from probes.recipes.recipe import CAUTIOUS_INFLIGHT_S, Inflight, Recipe
 from reconciler.domain import Authority
 
 CITE = "https://docs.github.com/en/rest/search/search"
@@ -49,6 +49,23 @@ _COMMON: dict[str, Any] = {
     "token_env": "GITHUB_TOKEN", "ref": "number", "marker": "body",
     "headers": {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}}
 _LINK = {"style": "link"}
+
+#: "If GitHub takes more than 10 seconds to process an API request, GitHub will terminate the
+#: request" and "reserves the right to change the timeout window": a terminated request is not
+#: said to have done nothing, and the window may grow, so the cautious minute stays.
+INFLIGHT = Inflight(CAUTIOUS_INFLIGHT_S, "https://docs.github.com/en/rest/using-the-rest-api/"
+                    "troubleshooting-the-rest-api#timeouts (10 s, may change): the cautious "
+                    "default")
+#: GitHub documents no lag for its lists; their answers carry `Cache-Control: private,
+#: max-age=60, s-maxage=60` (the response examples of github/rest-api-description, and every
+#: live answer), so a list may come from a cache up to a minute old: a minute, which is also
+#: the cautious default.
+LIST_LAG_S = 60.0
+#: GitHub documents no indexing lag for search, which reads an index built apart from the
+#: issues (https://docs.github.com/en/rest/search/search says only that a search may time out
+#: and answer `incomplete_results`): five times the cautious minute, since a zero read too
+#: early would open a retry that opens a second issue (GitHub takes no idempotency key).
+SEARCH_LAG_S = 300.0
 
 
 def _by_account(options: dict[str, Any], where: str) -> dict[str, Any]:
@@ -68,19 +85,20 @@ RECIPES: dict[str, Recipe] = {
                             "item": "", **_COMMON, "authority": "authoritative"},
                            Authority.AUTHORITATIVE,
                            "https://docs.github.com/en/rest/issues/issues#get-an-issue",
-                           adapt=_by_account),
+                           adapt=_by_account, inflight=INFLIGHT),
     "github.issues.list": Recipe({
         "path": "/repos/" + _REPO + "/issues",
         "params": {"state": "all", "since": "{intent_at:iso-300}", "per_page": "100"},
         "items": "", **_COMMON, "pagination": _LINK, "authority": "lagging"},
         Authority.LAGGING,
         "https://docs.github.com/en/rest/issues/issues#list-repository-issues",
-        least_lag_s=60.0, adapt=_by_account),
+        least_lag_s=LIST_LAG_S, adapt=_by_account, inflight=INFLIGHT),
     "github.search": Recipe({
         "path": "/search/issues",
         "params": {"q": '"reconciler:op={operation_id}" repo:' + _REPO + " in:body",
                    "per_page": "100"},
         "items": "items", **_COMMON, "incomplete": "incomplete_results", "pagination": _LINK,
         "budget": "search", "budget_per_minute": 30, "authority": "lagging"},
-        Authority.LAGGING, CITE, least_lag_s=300.0, adapt=_by_account),
+        Authority.LAGGING, CITE, least_lag_s=SEARCH_LAG_S, adapt=_by_account,
+        inflight=INFLIGHT),
 }

@@ -11,7 +11,10 @@ queued message is sent later). Postmark answers API errors with HTTP 422 and an 
 none of them is a zero: `701` was seen for a queued message that was sent afterwards, so the
 details read never counts a missing message as absent.
 
-Postmark does not document how soon a sent message is searchable; the default lag is a minute.
+Postmark does not document how soon a sent message is searchable, nor how long a send may still
+be applied after its caller stopped waiting: both take the cautious default, a minute (SPEC
+section 4), and a provider that takes no idempotency key is where a lag too short costs a
+second email, so raise `visibility_lag_s` if searches have been seen slower.
 
 Sources: https://postmarkapp.com/developer/api/messages-api (search parameters, Accept,
 10,000 limit, Eastern time, metadata filter), https://postmarkapp.com/developer/api/overview
@@ -22,10 +25,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes.recipes.recipe import Recipe
+from probes.recipes.recipe import CAUTIOUS_INFLIGHT_S, CAUTIOUS_LAG_S, Inflight, Recipe
 from reconciler.domain import Authority
 
 CITE = "https://postmarkapp.com/developer/api/messages-api"
+#: Undocumented (see above): the cautious default.
+SEARCH_LAG_S = CAUTIOUS_LAG_S
+INFLIGHT = Inflight(CAUTIOUS_INFLIGHT_S, "undocumented (https://postmarkapp.com/developer/api/"
+                    "email-api): the cautious default")
 
 _COMMON: dict[str, Any] = {
     "ref": "MessageID", "hash": "Metadata.request_hash",
@@ -42,8 +49,9 @@ RECIPES: dict[str, Recipe] = {
         "items": "Messages", **_COMMON,
         "pagination": {"style": "offset", "param": "offset", "total": "TotalCount",
                        "limit": 10000},
-        "authority": "lagging"}, Authority.LAGGING, CITE, least_lag_s=60.0),
+        "authority": "lagging"}, Authority.LAGGING, CITE, least_lag_s=SEARCH_LAG_S,
+        inflight=INFLIGHT),
     "postmark.details": Recipe({
         "path": "/messages/outbound/{correlation[message_id]}/details", "item": "", **_COMMON,
-        "authority": "authoritative"}, Authority.AUTHORITATIVE, CITE),
+        "authority": "authoritative"}, Authority.AUTHORITATIVE, CITE, inflight=INFLIGHT),
 }

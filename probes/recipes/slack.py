@@ -31,10 +31,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes.recipes.recipe import Recipe
+from probes.recipes.recipe import CAUTIOUS_INFLIGHT_S, Inflight, Recipe
 from reconciler.domain import Authority
 
 CITE = "https://docs.slack.dev/reference/methods/conversations.history"
+#: Slack documents no bound on how long a chat.postMessage may still land after its caller
+#: stopped waiting (slack_sdk's WebClient waits 30 s, `timeout=30`): the cautious minute.
+INFLIGHT = Inflight(CAUTIOUS_INFLIGHT_S, "undocumented (https://docs.slack.dev/reference/"
+                    "methods/chat.postMessage; slack_sdk waits 30 s): the cautious default")
 
 _COMMON: dict[str, Any] = {
     "token_env": "SLACK_BOT_TOKEN", "require": {"ok": True}, "items": "messages", "ref": "ts",
@@ -49,9 +53,10 @@ _PARAMS = {"channel": "{correlation[channel]}", "oldest": "{intent_at:unix6-300}
 RECIPES: dict[str, Recipe] = {
     "slack.history": Recipe({"path": "/api/conversations.history", "params": _PARAMS,
                              "blind_to": ["thread_ts"], **_COMMON}, Authority.AUTHORITATIVE,
-                            CITE),
+                            CITE, inflight=INFLIGHT),
     "slack.replies": Recipe({"path": "/api/conversations.replies",
                              "params": {**_PARAMS, "ts": "{correlation[thread_ts]}"}, **_COMMON},
                             Authority.AUTHORITATIVE,
-                            "https://docs.slack.dev/reference/methods/conversations.replies"),
+                            "https://docs.slack.dev/reference/methods/conversations.replies",
+                            inflight=INFLIGHT),
 }

@@ -18,8 +18,7 @@ Statuses (a failed or canceled object is not the effect): a PaymentIntent is the
 `requires_payment_method` with a `last_payment_error` (Stripe declined the confirm: the call's
 effect did not apply, and the provider says so); any other status (`requires_action`, a
 `requires_payment_method` never confirmed, ...) may still become a payment, so it decides
-nothing. A Charge is the
-effect when `succeeded` or `pending`, not when `failed`.
+nothing. A Charge is the effect when `succeeded` or `pending`, not when `failed`.
 
 A 404 `resource_missing` is also what Stripe answers for a key of the other mode or a missing
 `Stripe-Account` header, so a by-id read counts it as a zero only when the configuration pins
@@ -39,10 +38,27 @@ from __future__ import annotations
 from typing import Any
 
 from probes.errors import ProbeConfigError
-from probes.recipes.recipe import Recipe
+from probes.recipes.recipe import Inflight, Recipe
 from reconciler.domain import Authority
 
 CITE = "https://docs.stripe.com/search; https://docs.stripe.com/api/pagination"
+
+#: Stripe documents no bound on how long it may still apply a request; its own libraries wait
+#: 80 s for the answer (stripe-python's HTTP clients, `timeout = 80`; stripe-node's `timeout`,
+#: 80000 ms: https://github.com/stripe/stripe-node#configuration), so a request is taken to be
+#: in flight that long.
+INFLIGHT = Inflight(80.0, "https://github.com/stripe/stripe-node#configuration (timeout "
+                          "80000 ms; stripe-python's clients: 80 s)")
+
+#: Search: "Under normal operating conditions, data is searchable in less than a minute.
+#: Occasionally, propagation of new or updated data can be up to an hour behind during
+#: outages" (https://docs.stripe.com/api/payment_intents/search). The least lag is the
+#: minute: it is the documented figure for normal operation, and what an outage delays is
+#: made safe elsewhere: a zero read too early opens a retry only under the same idempotency
+#: key within its retention (SPEC section 4), which Stripe answers with the first request's
+#: result, not a second charge. Configure `visibility_lag_s = 3600` (or read the list
+#: recipes, which are not indexed) where even a false `false_success` is too costly.
+SEARCH_LAG_S = 60.0
 
 _OP = {"metadata.operation_id": "{operation_id}"}
 _HASH = "metadata.request_hash"
@@ -85,20 +101,22 @@ _AUTH = {"token_env": "STRIPE_SECRET_KEY"}
 def _one(path: str, status: dict[str, Any]) -> Recipe:
     return Recipe({"path": path, **_AUTH, "item": "", "ref": "id", "hash": _HASH, "where": _OP,
                    **status, "authority": "authoritative"},
-                  Authority.AUTHORITATIVE, CITE, adapt=_by_id)
+                  Authority.AUTHORITATIVE, CITE, adapt=_by_id, inflight=INFLIGHT)
 
 
 def _listed(path: str, status: dict[str, Any]) -> Recipe:
     # List endpoints are Stripe's documented read-after-write path.
     return Recipe({"path": path, **_AUTH, "params": _WINDOW, "items": "data", "ref": "id",
                    "hash": _HASH, "where": _OP, **status, "pagination": _AFTER_LAST,
-                   "authority": "authoritative"}, Authority.AUTHORITATIVE, CITE)
+                   "authority": "authoritative"}, Authority.AUTHORITATIVE, CITE,
+                  inflight=INFLIGHT)
 
 
 def _searched(path: str, status: dict[str, Any]) -> Recipe:
     return Recipe({"path": path, **_AUTH, "params": _SEARCH, "items": "data", "ref": "id",
                    "hash": _HASH, "where": _OP, **status, "pagination": _SEARCH_PAGES,
-                   "authority": "lagging"}, Authority.LAGGING, CITE, least_lag_s=60.0)
+                   "authority": "lagging"}, Authority.LAGGING, CITE, least_lag_s=SEARCH_LAG_S,
+                  inflight=INFLIGHT)
 
 
 RECIPES: dict[str, Recipe] = {

@@ -29,10 +29,14 @@ from __future__ import annotations
 from typing import Any
 
 from probes.errors import ProbeConfigError
-from probes.recipes.recipe import Adapt, Recipe
+from probes.recipes.recipe import CAUTIOUS_INFLIGHT_S, Adapt, Inflight, Recipe
 from reconciler.domain import Authority
 
 CITE = "https://www.twilio.com/docs/messaging/api/message-resource"
+#: Twilio documents no bound on how long a Messages create may still be applied after its
+#: caller stopped waiting (twilio-python sets no timeout of its own): the cautious minute.
+INFLIGHT = Inflight(CAUTIOUS_INFLIGHT_S, "undocumented (https://www.twilio.com/docs/messaging/"
+                    "api/message-resource#create-a-message-resource): the cautious default")
 
 #: The statuses that are the effect (https://www.twilio.com/docs/messaging/api/message-resource
 #: #message-status-values); the status callbacks' `MessageStatus` reads the same way.
@@ -59,11 +63,13 @@ def _in_account(suffix: str) -> Adapt:
 RECIPES: dict[str, Recipe] = {
     "twilio.message": Recipe({"item": "", **_COMMON, "authority": "authoritative"},
                              Authority.AUTHORITATIVE, CITE,
-                             adapt=_in_account("/{correlation[message_sid]}.json")),
+                             adapt=_in_account("/{correlation[message_sid]}.json"),
+                             inflight=INFLIGHT),
     "twilio.messages.list": Recipe({
         "params": {"To": "{correlation[to]}", "DateSent>": "{intent_at:date-300}",
                    "PageSize": "100"},
         "items": "messages", **_COMMON,
         "pagination": {"style": "next_url", "next": "next_page_uri"},
-        "authority": "weak"}, Authority.WEAK, CITE, adapt=_in_account(".json")),
+        "authority": "weak"}, Authority.WEAK, CITE, adapt=_in_account(".json"),
+        inflight=INFLIGHT),
 }
