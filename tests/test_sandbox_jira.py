@@ -10,10 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
+from probes import sight
 from probes.base import ProbeTarget
 from probes.recipes import recipe_factory
 from probes.recipes.jira import LABEL, PROPERTY
-from reconciler.domain import Authority, Match, Observation
+from reconciler.domain import Authority, Carried, Match, Observation
 from reconciler.hashing import request_hash
 from reconciler.sandbox import RunningSandbox
 from reconciler.sandbox.jira import account_id
@@ -132,3 +133,12 @@ def test_read_faults_answer_in_jiras_shape(jira: httpx.Client, sandbox: RunningS
         assert answer.headers["Retry-After"] == "30"
     seen = observe(sandbox, "jira.search")
     assert seen.authority is Authority.UNAVAILABLE
+
+
+@pytest.mark.parametrize(("recipe", "finds_by"), [
+    ("jira.search", {Carried.OPERATION_ID}),      # the label in the JQL and on the issue
+    ("jira.issue", {Carried.PROVIDER_REF})])      # GET /issue/{the key the answer gave}
+def test_what_the_jira_recipes_find_effects_by(recipe: str, finds_by: set[Carried]) -> None:
+    probe = recipe_factory(recipe)(recipe, {"base_url": "https://acme.atlassian.net",
+                                            "account": "712020:x"}, {})
+    assert sight.finds_by(sight.needs(probe) or frozenset()) == finds_by
