@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import pytest
 import requests
 from jira import JIRA, JIRAError
@@ -66,7 +67,9 @@ def observe(recipe: str, sandbox: RunningSandbox, **options: Any) -> Observation
 def test_an_issue_whose_answer_was_lost_is_found_by_the_jql_search_and_by_its_key(
         sandbox: RunningSandbox) -> None:
     client = jira(sandbox)
-    sandbox.state.arm("jira", "lose_response")
+    # Armed for the next write under /jira: the SDK sends no header of ours.
+    httpx.post(sandbox.url + "/_sandbox/faults",
+               json={"provider": "jira", "fault": "lose_response"}).raise_for_status()
 
     with pytest.raises(requests.exceptions.ReadTimeout):
         client.create_issue(fields=fields("deploys", MARK), prefetch=False)

@@ -26,7 +26,7 @@ class ArmedFault(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    provider: Literal["pay", "mail", "chat", "gh", "twilio", "calendar"]
+    provider: Literal["pay", "mail", "chat", "gh", "twilio", "calendar", "jira"]
     fault: str
     on: Literal["write", "read"] = "write"
 
