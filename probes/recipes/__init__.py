@@ -1,5 +1,5 @@
 """Built-in recipes: presets of the `http_json` probe that speak the providers' real APIs
-(Stripe, Slack, GitHub, Postmark, Twilio), one module per provider.
+(Stripe, Slack, GitHub, Postmark, Twilio, Jira, Google Calendar), one module per provider.
 
 A recipe fixes the shape of its provider's answer and ships, as its defaults, what the
 provider documents: the authority its endpoint earns (SPEC section 3) and, for a lagging read,
