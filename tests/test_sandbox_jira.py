@@ -142,3 +142,10 @@ def test_what_the_jira_recipes_find_effects_by(recipe: str, finds_by: set[Carrie
     probe = recipe_factory(recipe)(recipe, {"base_url": "https://acme.atlassian.net",
                                             "account": "712020:x"}, {})
     assert sight.finds_by(sight.needs(probe) or frozenset()) == finds_by
+
+
+def test_a_resource_jira_does_not_have_is_its_null_for_uri_404(jira: httpx.Client) -> None:
+    answer = jira.get("/nosuchresource")
+    assert answer.status_code == 404
+    assert answer.json() == {"message": f"null for uri: {answer.request.url}",
+                             "status-code": 404}

@@ -291,3 +291,12 @@ async def search(request: Request, state: State) -> Response:
 # Jira Cloud serves both: the `jira` package defaults to version 2, Atlassian's docs to 3.
 router.include_router(_api, prefix="/rest/api/3")
 router.include_router(_api, prefix="/rest/api/2")
+
+
+@router.api_route("/rest/{rest:path}", methods=["GET", "POST", "PUT", "DELETE"],
+                  include_in_schema=False)
+async def unknown_resource(request: Request, rest: str) -> JSONResponse:
+    """What Jira's REST layer answers for a resource it does not have (seen from real sites:
+    github.com/solidify/jira-azuredevops-migrator/issues/13,
+    github.com/qoomon/Jira-Issue-Card-Printer/issues/48)."""
+    return JSONResponse({"message": f"null for uri: {request.url}", "status-code": 404}, 404)
