@@ -314,12 +314,15 @@ export function intentOf<A extends unknown[]>(options: EffectOptions<A>, args: A
  * gate on a repeat, and records its attempt. A repeat answered from the record resolves to
  * `Applied` (nothing sent); a refused one rejects with `RetryRefusedError`.
  */
-export function effect<A extends unknown[], T>(options: EffectOptions<A>,
-  fn: (...args: A) => Promise<T>): (...args: A) => Promise<T | Applied> {
-  if (options.effect === "read_only") return fn; // a read is repeated freely: nothing to gate
-  return async (...args: A) => {
+export function effect<F extends (...args: never[]) => Promise<unknown>>(
+  options: EffectOptions<Parameters<F>>, fn: F,
+): (...args: Parameters<F>) => Promise<Awaited<ReturnType<F>> | Applied> {
+  if (options.effect === "read_only") { // a read is repeated freely: nothing to gate
+    return fn as unknown as (...args: Parameters<F>) => Promise<Awaited<ReturnType<F>>>;
+  }
+  return async (...args: Parameters<F>) => {
     const call = new EffectCall(intentOf(options, args), options);
     await call.begin();
-    return await call.run(() => fn(...args));
+    return await call.run(() => fn(...args) as Promise<Awaited<ReturnType<F>>>);
   };
 }

@@ -8,34 +8,19 @@ import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
 
 import { generateText, isStepCount, tool } from "ai";
-import { MockLanguageModelV4 } from "ai/test";
 import { z } from "zod";
 
 import { reconciledExecute } from "../src/adapters/ai.js";
 import { ReconcilerClient, ToolEffects, toolOperation } from "../src/index.js";
 import { ARGS, Payments } from "./charges.js";
 import { startStack, stripeFor, type Stack } from "./harness.js";
+import { aiModelCallingCharge } from "./models.js";
 
 let stack: Stack;
 before(async () => {
   stack = await startStack();
 });
 after(async () => stack.close());
-
-type Step = ConstructorParameters<typeof MockLanguageModelV4>[0] & object;
-type Result = Exclude<Step["doGenerate"], undefined | ((...a: never[]) => unknown) | unknown[]>;
-
-const usage = {
-  inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 },
-  outputTokens: { total: 1, text: 1, reasoning: 0 },
-};
-
-function callsCharge(toolCallId: string): Result {
-  return {
-    content: [{ type: "tool-call", toolCallId, toolName: "charge", input: JSON.stringify(ARGS) }],
-    finishReason: { unified: "tool-calls", raw: undefined }, usage, warnings: [],
-  };
-}
 
 it("a keyless charge that times out after the provider applied it, repeated, is one charge",
   async () => {
@@ -56,10 +41,7 @@ it("a keyless charge that times out after the provider applied it, repeated, is 
     await stack.sandbox.arm("lose_response"); // committed, then no answer: the SDK times out
 
     const result = await generateText({
-      model: new MockLanguageModelV4({ doGenerate: [callsCharge("call_1"), callsCharge("call_2"), {
-        content: [{ type: "text", text: "Charged." }],
-        finishReason: { unified: "stop", raw: undefined }, usage, warnings: [],
-      }] }),
+      model: aiModelCallingCharge("call_1", "call_2"),
       tools: { charge }, toolsContext: { charge: { runId: "run-ai-1" } },
       prompt: "Charge order A-17 12.00 EUR", stopWhen: isStepCount(3), maxRetries: 0,
     });

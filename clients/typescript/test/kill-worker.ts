@@ -9,12 +9,7 @@
  * attempt's completion is recorded: the effect is done, the record says only "dispatching".
  * It prints the tool's result (JSON) when it lives.
  */
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { z } from "zod";
-
-import { KEY_META, OPERATION_META, reconciledClient } from "../src/adapters/mcp.js";
+import { reconciledClient } from "../src/adapters/mcp.js";
 import {
   ReconcilerClient,
   ToolEffects,
@@ -25,6 +20,7 @@ import {
 } from "../src/index.js";
 import { ARGS, Payments } from "./charges.js";
 import { stripeFor } from "./harness.js";
+import { connectedClient } from "./mcp-server.js";
 
 const [sidecar, sandbox, runId, kill] = process.argv.slice(2) as [string, string, string,
   string | undefined];
@@ -47,25 +43,7 @@ class KillingRecorder implements Recorder {
   }
 }
 
-const payments = new Payments(stripeFor(sandbox));
-const server = new McpServer({ name: "payments", version: "1.0.0" });
-server.registerTool("charge", {
-  description: "Charge an order",
-  inputSchema: { order: z.string(), amount: z.number() },
-}, async (args, extra) => {
-  // What the gated client put in _meta: the upstream attaches it to the provider's request.
-  const meta = extra._meta ?? {};
-  const key = meta[KEY_META];
-  const charged = await payments.charge(args, {
-    operationId: String(meta[OPERATION_META]),
-    idempotencyKey: typeof key === "string" ? key : null,
-  });
-  return { content: [{ type: "text", text: JSON.stringify(charged) }], structuredContent: charged };
-});
-const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-await server.connect(serverSide);
-const client = new Client({ name: "worker", version: "1.0.0" });
-await client.connect(clientSide);
+const client = await connectedClient(new Payments(stripeFor(sandbox)));
 
 const effects = new ToolEffects({
   provider: "stripe", backend: new KillingRecorder(new ReconcilerClient({ baseUrl: sidecar })),

@@ -8,22 +8,14 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
-import {
-  Agent,
-  run,
-  setTracingDisabled,
-  tool,
-  Usage,
-  type AgentOutputItem,
-  type Model,
-  type ModelResponse,
-} from "@openai/agents";
+import { Agent, run, setTracingDisabled, tool } from "@openai/agents";
 import { z } from "zod";
 
 import { reconciledExecute } from "../src/adapters/openai-agents.js";
 import { ReconcilerClient, ToolEffects, toolOperation } from "../src/index.js";
 import { ARGS, Payments } from "./charges.js";
 import { startStack, stripeFor, type Stack } from "./harness.js";
+import { ScriptedModel } from "./models.js";
 
 setTracingDisabled(true);
 
@@ -32,26 +24,6 @@ before(async () => {
   stack = await startStack();
 });
 after(async () => stack.close());
-
-/** A model that answers each turn from a script: two calls of `charge`, then a message. */
-class ScriptedModel implements Model {
-  readonly #turns: AgentOutputItem[][] = [
-    [{ type: "function_call", id: "fc_1", callId: "call_1", name: "charge",
-      arguments: JSON.stringify(ARGS), status: "completed" }],
-    [{ type: "function_call", id: "fc_2", callId: "call_2", name: "charge",
-      arguments: JSON.stringify(ARGS), status: "completed" }],
-    [{ type: "message", id: "m_1", role: "assistant", status: "completed",
-      content: [{ type: "output_text", text: "Handled." }] }],
-  ];
-
-  async getResponse(): Promise<ModelResponse> {
-    return { output: this.#turns.shift() ?? [], usage: new Usage(), responseId: "r" };
-  }
-
-  getStreamedResponse(): AsyncIterable<never> {
-    throw new Error("not streamed");
-  }
-}
 
 async function chargeTwice(runId: string, keyed: boolean): Promise<{ outputs: string[];
   payments: Payments }> {
@@ -67,7 +39,7 @@ async function chargeTwice(runId: string, keyed: boolean): Promise<{ outputs: st
     execute: reconciledExecute(effects, "charge", (args) => payments.charge(args)),
   });
   await stack.sandbox.arm("fail_before_commit"); // 503, nothing stored: a real failure
-  const result = await run(new Agent({ name: "billing", model: new ScriptedModel(),
+  const result = await run(new Agent({ name: "billing", model: new ScriptedModel("call_1", "call_2"),
     tools: [charge] }), "Charge order A-17 12.00 EUR", { context: { runId }, maxTurns: 5 });
   const outputs = result.newItems.filter((item) => item.type === "tool_call_output_item")
     .map((item) => JSON.stringify(item.output));
