@@ -21,10 +21,12 @@ USER reconciler
 WORKDIR /var/lib/reconciler
 EXPOSE 8765
 
-# Beyond loopback the sidecar needs a credential and TLS (or a TLS proxy in front); see
-# compose.yaml. /readyz answers 200 once the store answers.
-HEALTHCHECK --interval=10s --timeout=3s --start-period=20s \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('RECONCILER_PORT', '8765') + '/readyz', timeout=2)"]
+# Beyond loopback the sidecar needs a credential, TLS (or a TLS proxy in front) and the host
+# names clients use (RECONCILER_ALLOWED_HOSTS); see compose.yaml. The health check asks
+# /readyz (the store answers and commits a write) with the sidecar's own RECONCILER_TOKEN, on
+# loopback (always an allowed host): `reconciler health` exits 0 when ready, 1 saying why.
+HEALTHCHECK --interval=10s --timeout=10s --start-period=20s \
+    CMD ["reconciler", "health"]
 
 ENTRYPOINT ["reconciler"]
 CMD ["serve", "--host", "0.0.0.0"]

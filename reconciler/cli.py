@@ -464,6 +464,28 @@ def _value(given: StrEnum | None, ctx: typer.Context, name: str) -> str | None:
     return None if chosen is None else str(chosen.value)
 
 
+@app.command("health")
+def health_command(
+    url: Annotated[str | None, typer.Option(
+        help="The sidecar's readiness URL [default http://127.0.0.1:$RECONCILER_PORT/readyz, "
+             "port 8765].")] = None,
+    token_env: Annotated[str, typer.Option(
+        help="The variable holding the bearer token to send (none sent when it is unset).")
+    ] = "RECONCILER_TOKEN",
+) -> None:
+    """Ask the sidecar whether it is ready (GET /readyz with the bearer token): exit 0 when it
+    is, 1 with the reason when it is not (the store does not answer or refuses writes, a wrong
+    token, nothing listening). The container image's HEALTHCHECK runs it."""
+    import os
+
+    from reconciler.health_check import check_health, readyz_url
+
+    health = check_health(url or readyz_url(os.environ), token_env=token_env)
+    typer.echo(health.says, err=not health.ready)
+    if not health.ready:
+        raise typer.Exit(EXIT_FAILED)
+
+
 credential_app = typer.Typer(help="Named credentials with roles (worker, operator, evidence, "
                              "admin) for `serve`.", no_args_is_help=True)
 app.add_typer(credential_app, name="credential")

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Lowest first. A part is a top-level module or package of reconciler, or probes.
 LAYERS: list[set[str]] = [
-    {"domain", "errors", "serving", "metrics", "terminal", "logs", "release"},  # no rules
+    {"domain", "errors", "serving", "metrics", "terminal", "logs", "release", "tracing"},
     {"sight"},                                                  # what a probe could have seen
     {"summary"},                                                # facts folded for the rules
     {"hashing", "verdicts", "runs", "schemas", "fixtures", "grants"},  # pure rules, wire shapes
@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"schedule"},                                               # pure probe scheduling
     {"store", "ledger", "probes"},                              # facts kept; the one door
     {"gate", "sweep", "prune"},                                 # built on the ledger
-    {"runtime", "client", "replay", "sandbox"},                 # drivers of the above
+    {"runtime", "client", "replay", "sandbox", "health_check"},  # drivers of the above
     {"service", "demo", "testing", "ops", "configsight"},       # what a user runs or imports
     {"chaos", "configcheck", "effect_backends"},                # built on the service and demo
     {"effect"},                                                 # @effect, on either backend
