@@ -262,3 +262,17 @@ def test_the_short_page_fault_answers_no_events_and_a_token_for_the_rest(
                                  pageToken=first["nextPageToken"]).execute()
     assert first["items"] == [] and [e["id"] for e in rest["items"]] == [chosen]
     assert "nextPageToken" not in rest
+
+
+@pytest.mark.parametrize("side", ["write", "read"])
+def test_a_rate_limit_fault_is_googles_429_rate_limit_exceeded(sandbox: RunningSandbox,
+                                                              side: str) -> None:
+    service, chosen = calendar(sandbox), event_id()
+    sandbox.state.arm("calendar", "rate_limit=7", side)
+    call = service.events().insert(calendarId="primary", body=booking(chosen)) \
+        if side == "write" else service.events().get(calendarId="primary", eventId=chosen)
+    with pytest.raises(HttpError) as raised:
+        call.execute()
+    assert raised.value.status_code == 429 and reason(raised.value) == "rateLimitExceeded"
+    assert raised.value.resp["retry-after"] == "7"
+    assert sandbox.state.objects() == []

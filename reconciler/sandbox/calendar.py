@@ -21,7 +21,8 @@ insert with an id the calendar holds is Google's 409 `duplicate`. The check and 
 with no await between them, on the server's one event loop, so two inserts cannot both pass it.
 With the `duplicate` fault, an event whose id the client chose is still stored once (Google
 keeps one event per id); one with a server-chosen id is stored twice. The list is the lagging
-read (`search_lag_s`), the get by id never lags.
+read (`search_lag_s`), the get by id never lags. The sandbox's faults apply as for every
+provider (a `rate_limit` one answers Google's 429).
 
 Errors are Google's: `{"error": {"code", "message", "errors": [{"domain", "reason",
 "message"}], "status"}}` (https://developers.google.com/workspace/calendar/api/guides/errors);
@@ -31,11 +32,13 @@ token, not a signature, so there is no webhook route (docs/providers/google-cale
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse
 
 from reconciler.sandbox.faults import Faults, perform_write, read_faults, requested_faults
@@ -87,24 +90,53 @@ async def _authorized(request: Request) -> None:
                                  'error="invalid_token"'})
 
 
+def _rate_limited(wait_s: float) -> ProviderError:
+    """Google's 429 `rateLimitExceeded` (the errors guide), asking for `wait_s`."""
+    return ProviderError(429, google_error(429, "Rate Limit Exceeded", "rateLimitExceeded",
+                                           domain="usageLimits"),
+                         {"Retry-After": str(max(1, math.ceil(wait_s)))})
+
+
 async def _readable(request: Request, state: State) -> None:
-    """The sandbox's read-side faults in Google's shapes: the read API down is a 503
-    `backendError`, a spent rate limit Google's 429 `rateLimitExceeded`."""
+    """The sandbox's read-side config in Google's shapes: the read API down is a 503
+    `backendError`, a spent rate limit Google's 429."""
     if request.method != "GET":
         return
     config = state.config
     if config.read_unavailable:
         raise ProviderError(503, google_error(503, "Backend Error"))
     if config.rate_limited_s > 0:
-        raise ProviderError(429, google_error(429, "Rate Limit Exceeded", "rateLimitExceeded",
-                                              domain="usageLimits"))
+        raise _rate_limited(config.rate_limited_s)
+
+
+FaultsOf = Callable[[Request, str | None], Awaitable[Faults]]
+
+
+async def _google_shaped(faults_of: FaultsOf, request: Request, header: str | None) -> Faults:
+    """The sandbox's faults for this request; its `rate_limit` fault in Google's 429."""
+    try:
+        return await faults_of(request, header)
+    except ProviderError as exc:
+        if exc.status_code != 429:
+            raise
+        raise _rate_limited(float(exc.headers.get("Retry-After", "1"))) from exc
+
+
+async def _write_faults(request: Request,
+                        x_sandbox_fault: Annotated[str | None, Header()] = None) -> Faults:
+    return await _google_shaped(requested_faults, request, x_sandbox_fault)
+
+
+async def _read_faults(request: Request,
+                       x_sandbox_fault: Annotated[str | None, Header()] = None) -> Faults:
+    return await _google_shaped(read_faults, request, x_sandbox_fault)
 
 
 # A read's own faults (a delay, a short page; `X-Sandbox-Fault` or armed) as for every
 # provider; FastAPI runs a dependency once per request, so list_events sees the same ones.
-ReadFaults = Annotated[Faults, Depends(read_faults)]
+ReadFaults = Annotated[Faults, Depends(_read_faults)]
 router = APIRouter(prefix="/calendar/v3", tags=["calendar"],
-                   dependencies=[Depends(_authorized), Depends(read_faults), Depends(_readable)])
+                   dependencies=[Depends(_authorized), Depends(_read_faults), Depends(_readable)])
 
 
 def _calendar(calendar_id: str) -> str:
@@ -150,7 +182,7 @@ def _event_body(data: JSONObject) -> str | None:
 
 @router.post("/calendars/{calendar_id}/events")
 async def insert_event(request: Request, state: State, calendar_id: str,
-                       faults: Annotated[Faults, Depends(requested_faults)]) -> JSONResponse:
+                       faults: Annotated[Faults, Depends(_write_faults)]) -> JSONResponse:
     calendar = _calendar(calendar_id)
     body = await read_json_body(request)
     if body is None:
