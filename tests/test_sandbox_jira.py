@@ -5,6 +5,8 @@ refuses in Jira's words, Jira's login check, and the read faults in Jira's shape
 from __future__ import annotations
 
 import base64
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,8 +14,10 @@ import pytest
 
 from probes import sight
 from probes.base import ProbeTarget
+from probes.config import parse_config
 from probes.recipes import recipe_factory
 from probes.recipes.jira import LABEL, PROPERTY
+from probes.registry import default_registry
 from reconciler.domain import Authority, Carried, Match, Observation
 from reconciler.hashing import request_hash
 from reconciler.sandbox import RunningSandbox
@@ -149,3 +153,11 @@ def test_a_resource_jira_does_not_have_is_its_null_for_uri_404(jira: httpx.Clien
     assert answer.status_code == 404
     assert answer.json() == {"message": f"null for uri: {answer.request.url}",
                              "status-code": 404}
+
+
+def test_the_configuration_docs_providers_jira_md_shows_loads() -> None:
+    doc = (Path(__file__).parent.parent / "docs" / "providers" / "jira.md").read_text()
+    example = doc.split("```toml\n", 1)[1].split("```", 1)[0]
+    [jira] = parse_config(tomllib.loads(example), env={}, registry=default_registry()).values()
+    assert jira.contract.visibility_lag_s == 300.0 and not jira.contract.idempotency_keys
+    assert [p.name for p in jira.probes] == ["jira.issue", "jira.search"]
