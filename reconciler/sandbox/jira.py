@@ -188,6 +188,7 @@ async def create_issue(request: Request, state: State,
         return key, {
             "id": str(_ID_BASE + seq), "key": key,
             "fields": {**fields, "labels": list(fields.get("labels", [])),
+                       # Projects exist by key here; the id only has to stay the same.
                        "project": {"id": str(_ID_BASE + sum(map(ord, project))), "key": project,
                                    "name": project},
                        "issuetype": {"id": str(issuetype.get("id", "10001")),
