@@ -314,6 +314,7 @@ def prune_command(
     import os
     from datetime import UTC, datetime
 
+    from reconciler.errors import StoreUrlError
     from reconciler.ledger import Ledger
     from reconciler.prune import DurationError, parse_duration, prune
     from reconciler.store.schema import DEFAULT_URL, open_store
@@ -323,7 +324,11 @@ def prune_command(
     except DurationError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    store = open_store(db or os.environ.get("RECONCILER_DB") or DEFAULT_URL)
+    try:
+        store = open_store(db or os.environ.get("RECONCILER_DB") or DEFAULT_URL)
+    except StoreUrlError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     ledger = Ledger(store)
     cut_off = datetime.now(UTC) - window
     if export is None:

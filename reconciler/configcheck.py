@@ -37,7 +37,7 @@ from reconciler.configsight import (
     sightless,
 )
 from reconciler.domain import Observation, Receipt
-from reconciler.errors import ReconcilerError
+from reconciler.errors import ReconcilerError, StoreUrlError
 from reconciler.ports import Store
 from reconciler.service.settings import SettingsError, load_settings
 from reconciler.store.schema import make_engine
@@ -273,7 +273,10 @@ def open_for_reading(url: str) -> SqlStore:
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
             and not Path(parsed.database).is_file():
         raise CannotCheckError(f"no store at {parsed.database}")
-    return SqlStore(make_engine(url))
+    try:
+        return SqlStore(make_engine(url))
+    except StoreUrlError as exc:
+        raise CannotCheckError(f"--db: {exc}") from None
 
 
 def live_check(report: ConfigReport, store: Store, operation_id: str) -> list[ProbeReading]:

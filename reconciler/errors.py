@@ -74,6 +74,11 @@ class StoreUnavailableError(ReconcilerError):
     """The receipt store cannot be reached; nothing was recorded, try again when it is back."""
 
 
+class StoreUrlError(ReconcilerError):
+    """The store URL names a database the reconciler does not keep receipts in; use a
+    sqlite:/// or postgresql:// URL."""
+
+
 class ServiceError(ReconcilerError):
     """The sidecar answered with a problem (RFC 9457); `problem` holds its type and detail."""
 

@@ -30,7 +30,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from probes.config import ProviderSetup, parse_config
-from reconciler.errors import ReconcilerError
+from reconciler.errors import ReconcilerError, StoreUrlError
 from reconciler.logs import LogFormat, LogLevel
 from reconciler.schedule import DEFAULT_POLICY
 from reconciler.service.credentials import (
@@ -40,7 +40,7 @@ from reconciler.service.credentials import (
     read_file,
 )
 from reconciler.service.credentials import from_env as credentials_from_env
-from reconciler.store.schema import DEFAULT_POOL_SIZE, DEFAULT_URL
+from reconciler.store.schema import DEFAULT_POOL_SIZE, DEFAULT_URL, supported_store_url
 
 ENV_PREFIX = "RECONCILER_"
 TOKEN_ENV = ENV_PREFIX + "TOKEN"
@@ -133,6 +133,10 @@ class Settings(BaseModel):
             make_url(self.db)
         except ArgumentError as exc:
             raise ValueError(f"db is not a database URL: {exc}") from None
+        try:
+            supported_store_url(self.db)
+        except StoreUrlError as exc:
+            raise ValueError(f"db: {exc}") from None
         if self.cpus:
             if not hasattr(os, "sched_getaffinity"):
                 raise ValueError("cpus: CPU affinity is set only on Linux; leave cpus unset")

@@ -13,10 +13,11 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import DisconnectionError, OperationalError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
 from sqlalchemy.pool import StaticPool
 
-from reconciler.errors import StoreUnavailableError
+from reconciler.errors import StoreUnavailableError, StoreUrlError
 from reconciler.ports import Journal, Leases, Store
 from reconciler.store.journal import SqlJournal
 from reconciler.store.leases import SqlLeases
@@ -40,10 +41,30 @@ def _pool(pool_size: int) -> dict[str, Any]:
     return {"pool_size": pool_size, "max_overflow": max(0, POOL_OVERFLOW - pool_size)}
 
 
+#: The databases the store is written for, as SQLAlchemy names their dialects.
+STORE_BACKENDS = ("sqlite", "postgresql")
+
+
+def supported_store_url(url: str) -> None:
+    """StoreUrlError unless `url` is a SQLite or PostgreSQL URL (checked before SQLAlchemy
+    loads a driver: `mysql://` failed on the missing MySQLdb module, with a traceback)."""
+    try:
+        backend = make_url(url).get_backend_name()
+    except ArgumentError:
+        backend = None
+    if backend not in STORE_BACKENDS:
+        scheme = url.partition(":")[0] if ":" in url else url[:40]
+        raise StoreUrlError(
+            f"unsupported store URL ({scheme}:...); use sqlite:///PATH (a file here) or "
+            "postgresql+psycopg://USER@HOST/DB")
+
+
 def make_engine(url: str, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
     """An engine for `url`, keeping `pool_size` connections. SQLite gets WAL and
     synchronous=FULL, so an acknowledged intent survives a crash and a power cut, and BEGIN
-    IMMEDIATE for transactions that write, so two writers never interleave."""
+    IMMEDIATE for transactions that write, so two writers never interleave. StoreUrlError for
+    a URL of another database (the migrations and statements are written for these two)."""
+    supported_store_url(url)
     if not url.startswith("sqlite"):
         # No pre-ping: it costs a round trip per transaction. A connection that died with a
         # server restart fails its transaction (a clear StoreUnavailableError, nothing half
