@@ -25,18 +25,22 @@ from reconciler.hashing import request_hash
 from reconciler.sandbox import RunningSandbox
 from reconciler.sandbox.jira import account_id
 
+from sandbox_harness import wait_until
 from service_harness import answered, configured_sidecar
 
 EMAIL, TOKEN = "agent@example.test", "sandbox-api-token"
 #: The sandbox index lags this long in the lag case; the provider's window is configured longer.
 LAG_S, VISIBILITY_LAG_S = 1.0, 1.5
 SDK_TIMEOUT_S = 0.5
+#: In the late-commit case the sandbox commits this long after the call, past the SDK's timeout
+#: and inside the contract's settle time.
+DELAY_S, INFLIGHT_S = 1.0, 1.5
 
 CONFIG = """
 [providers.jira]
 max_attempts = 3
 reconcile_deadline_s = 600
-inflight_s = 0
+inflight_s = {inflight}
 visibility_lag_s = {lag}
 
 [[providers.jira.probes]]
@@ -62,13 +66,16 @@ def provider(sandbox: RunningSandbox, monkeypatch: pytest.MonkeyPatch) -> Runnin
 @pytest.fixture
 def sidecar(tmp_path: Path, provider: RunningSandbox) -> Iterator[httpx.Client]:
     with configured_sidecar(CONFIG.format(url=provider.url, account=account_id(EMAIL),
-                                          lag=VISIBILITY_LAG_S), tmp_path) as http:
+                                          lag=VISIBILITY_LAG_S, inflight=INFLIGHT_S),
+                            tmp_path) as http:
         yield http
 
 
-def create_lost(sidecar: httpx.Client, sandbox: RunningSandbox, op: str) -> str:
-    """The worker's one create: intent first, then the SDK call whose answer never comes (the
-    sandbox commits the issue and holds the answer), then the attempt it saw: a timeout."""
+def create_lost(sidecar: httpx.Client, sandbox: RunningSandbox, op: str,
+                fault: str = "lose_response") -> str:
+    """The worker's one create: intent first, then the SDK call whose answer never comes (by
+    default the sandbox commits the issue and holds the answer), then the attempt it saw: a
+    timeout."""
     params = {"project": "OPS", "summary": "Flaky deploy", "operation_id": op}
     hash_ = request_hash(params)
     answered(sidecar.post("/v1/operations", json={
@@ -78,7 +85,7 @@ def create_lost(sidecar: httpx.Client, sandbox: RunningSandbox, op: str) -> str:
         "carries": ["operation_id"]}), 201)
     client = JIRA(server=sandbox.url + "/jira", basic_auth=(EMAIL, TOKEN), max_retries=0,
                   timeout=SDK_TIMEOUT_S)
-    sandbox.state.arm("jira", "lose_response")
+    sandbox.state.arm("jira", fault)
     with pytest.raises(requests.exceptions.ReadTimeout):
         client.create_issue(fields={
             "project": {"key": "OPS"}, "issuetype": {"name": "Task"}, "summary": "Flaky deploy",
@@ -123,4 +130,22 @@ def test_inside_the_search_lag_the_zero_proves_nothing_and_no_retry_is_granted(
     provider.state.configure(search_lag_s=0)   # the index caught up
     late = answered(sidecar.post(f"/v1/operations/{op}/reconcile"))
     assert late["verdict"] == "verified_applied", late
+    assert len(issues(provider)) == 1
+
+
+def test_a_create_still_in_flight_when_the_sdk_gave_up_is_found_once_it_lands(
+        sidecar: httpx.Client, provider: RunningSandbox) -> None:
+    # The field trial's failure on a provider without keys: a zero read while the provider is
+    # still applying the request must not open a second create.
+    op = "run-j.call-3"
+    hash_ = create_lost(sidecar, provider, op, fault=f"delay={DELAY_S}")
+
+    early = answered(sidecar.post(f"/v1/operations/{op}/reconcile"))
+    refused = answered(sidecar.post(f"/v1/operations/{op}/retry", json={
+        "request_hash": hash_, "holder": "worker-1"}))
+    assert early["verdict"] == "indeterminate" and not refused["allowed"], early
+
+    wait_until(lambda: len(issues(provider)) == 1, timeout_s=10.0)
+    landed = answered(sidecar.post(f"/v1/operations/{op}/reconcile"))
+    assert landed["verdict"] == "verified_applied", landed
     assert len(issues(provider)) == 1
