@@ -143,7 +143,10 @@ def test_a_create_still_in_flight_when_the_sdk_gave_up_is_found_once_it_lands(
     early = answered(sidecar.post(f"/v1/operations/{op}/reconcile"))
     refused = answered(sidecar.post(f"/v1/operations/{op}/retry", json={
         "request_hash": hash_, "holder": "worker-1"}))
-    assert early["verdict"] == "indeterminate" and not refused["allowed"], early
+    assert not refused["allowed"], refused
+    if not any(e["matches"] for e in early["evidence"]):  # read before the sandbox committed
+        assert early["verdict"] == "indeterminate", early
+        assert "zero_not_conclusive" in early["findings"]
 
     wait_until(lambda: len(issues(provider)) == 1, timeout_s=10.0)
     landed = answered(sidecar.post(f"/v1/operations/{op}/reconcile"))
