@@ -36,7 +36,8 @@ EXPLAINED: dict[Reason, str] = {
     Reason.ESCALATED: "escalated by the sweep (deadline passed or probe budget spent) and "
                       "still undecided: resolve it from what the provider shows",
     Reason.ESCALATE: "no retry is possible and nothing proves the outcome: a human decides",
-    Reason.DUPLICATE_EFFECT: "the provider shows two effects: compensate the extra one",
+    Reason.DUPLICATE_EFFECT: "the provider shows two effects: compensate the extra one and "
+                             "record the compensation",
     Reason.FALSE_SUCCESS: "reported success, but the provider shows no effect: the run that "
                           "made the call is unhealthy",
     Reason.AWAIT_APPROVAL: "the action cannot be compensated: a retry needs a human's approval",
@@ -48,7 +49,9 @@ EXPLAINED: dict[Reason, str] = {
 RULES: tuple[tuple[Reason, dict[str, str | bool]], ...] = (
     (Reason.ESCALATED, {"escalated": True, "verdict": Verdict.INDETERMINATE.value}),
     (Reason.ESCALATE, {"next_action": NextAction.ESCALATE}),
-    (Reason.DUPLICATE_EFFECT, {"verdict": Verdict.DUPLICATE_EFFECT.value}),
+    # A compensated duplicate (next action `compensated`) keeps its verdict, off the queue.
+    (Reason.DUPLICATE_EFFECT, {"verdict": Verdict.DUPLICATE_EFFECT.value,
+                               "next_action": NextAction.COMPENSATE}),
     (Reason.FALSE_SUCCESS, {"verdict": Verdict.FALSE_SUCCESS.value}),
     (Reason.AWAIT_APPROVAL, {"next_action": NextAction.AWAIT_APPROVAL}),
 )

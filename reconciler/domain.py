@@ -238,6 +238,10 @@ class Observation:
     error: str | None = None
     #: The sidecar's time when it recorded it; `at` is what the observer claims.
     recorded_at: datetime | None = None
+    #: The provider's rate limit cut this read (a 429 or 503 with `Retry-After`, or the request
+    #: budget the probe shares with others): no read was made, and another is worth making
+    #: only from this time on. It schedules the next probe round and is not stored.
+    retry_at: datetime | None = None
 
     @property
     def earliest_at(self) -> datetime:
@@ -292,8 +296,24 @@ class RefusedRetry:
     holder: str
 
 
-Evidence = Receipt | Observation | Resolution | Approval | IntentConflict | RefusedRetry
-E = TypeVar("E", Receipt, Observation, Resolution, Approval, IntentConflict, RefusedRetry)
+@dataclass(frozen=True, slots=True)
+class Compensation:
+    """A human records that the extra effect of a duplicate was compensated (refunded,
+    cancelled, deleted): `reference` is the compensation's own at the provider. The verdict
+    stays duplicate_effect (both effects happened); only the effects seen when it was recorded
+    are covered by it, so a further effect puts the operation back before a human."""
+
+    operation_id: str
+    at: datetime
+    actor: str
+    note: str
+    reference: str
+
+
+Evidence = (Receipt | Observation | Resolution | Approval | IntentConflict | RefusedRetry
+            | Compensation)
+E = TypeVar("E", Receipt, Observation, Resolution, Approval, IntentConflict, RefusedRetry,
+            Compensation)
 
 
 @dataclass(frozen=True, slots=True)

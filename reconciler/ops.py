@@ -8,6 +8,7 @@
                                               a call sent already whose effect is unknown
     reconciler ops approve --operation OP --note ...   approve an operation's retry
     reconciler ops reject RUN --note ...
+    reconciler ops compensate OP --reference re_1 --note ...   a duplicate's extra effect undone
     reconciler ops runs [--state awaiting_approval] [--unhealthy] [--correlation-id ID]
 
 The sidecar is RECONCILER_URL (default http://127.0.0.1:8765), the credential
@@ -108,7 +109,8 @@ def _queue_items() -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for query in ("escalated=true", "verdict=duplicate_effect", "verdict=false_success"):
         for op in _call("GET", f"/v1/operations?{query}&limit=500")["items"]:
-            if op not in (i.get("item") for i in items):
+            # A compensated duplicate keeps its verdict and waits on nobody (reason null).
+            if op["reason"] is not None and op not in (i.get("item") for i in items):
                 items.append({"kind": "operation", "id": op["operation_id"],
                               "reason": op["reason"], "since": op["updated_at"], "item": op})
     for query, reason in (("state=awaiting_approval", "awaiting_approval"),
@@ -249,6 +251,16 @@ def reject(run_id: str, note: Note = "", as_json: Json = False) -> None:
     pending = _pending(run_id)
     _show_run(_call("POST", f"/v1/runs/{run_id}/reject", json={
         "resume_token": pending["resume_token"], "actor": _actor(), "note": note}), as_json)
+
+
+@ops.command("compensate")
+def compensate(operation_id: str, reference: Annotated[str, typer.Option(
+        "--reference", help="the compensation's reference at the provider (the refund's, the "
+        "cancellation's)")], note: Note = "", as_json: Json = False) -> None:
+    """Record that a duplicate's extra effect was compensated: the verdict stays
+    duplicate_effect, the operation leaves the queue (until a further effect appears)."""
+    _show_after(_call("POST", f"/v1/operations/{operation_id}/compensation", json={
+        "reference": reference, "actor": _actor(), "note": note}), as_json)
 
 
 @ops.command("runs")

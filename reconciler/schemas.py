@@ -159,6 +159,15 @@ class ApprovalIn(_In):
     note: Note = ""
 
 
+class CompensationIn(_In):
+    """A human's record that a duplicate's extra effect was compensated."""
+
+    reference: Key = Field(description="the compensation's reference at the provider (the "
+                           "refund's, the cancellation's)")
+    actor: Actor = None
+    note: Note = ""
+
+
 class RetryIn(_In):
     idempotency_key: Key | None = None
     request_hash: Hash
@@ -225,7 +234,7 @@ class EvidenceOut(BaseModel):
     """One timeline entry; `kind` says which fields carry meaning."""
 
     kind: Literal["receipt", "observation", "resolution", "approval", "intent_conflict",
-                  "refused_retry"]
+                  "refused_retry", "compensation"]
     at: datetime
     authority: Authority | None = None
     source: str | None = None

@@ -36,6 +36,7 @@ from reconciler.domain import (
     Approval,
     Attempt,
     Authority,
+    Compensation,
     Effect,
     Evidence,
     Facts,
@@ -142,6 +143,9 @@ class Summary:
     approved_at: datetime | None = None
     refused_at: datetime | None = None
     intent_conflict: bool = False
+    #: How many effects (`refs`) a human's latest compensation covered: a duplicate whose every
+    #: effect was seen before it is compensated (-1: none recorded).
+    compensated_refs: int = -1
 
     #: Evidence folded so far: the place of the next one.
     evidence: int = 0
@@ -339,6 +343,8 @@ class Summary:
                 self.intent_conflict = True
             case RefusedRetry():
                 self.refused_at = _later(self.refused_at, evidence.at)
+            case Compensation():
+                self.compensated_refs = len(self.refs)
 
     def _observation(self, obs: Observation, place: int) -> None:
         authority = authority_of(obs)

@@ -131,6 +131,9 @@ class NextAction:
 
     #: duplicate_effect: stop retries; compensate the extra effect or hand it to a human.
     COMPENSATE = "stop_and_compensate"
+    #: duplicate_effect whose every effect a human's compensation covers: no retry, nothing
+    #: more to do (the verdict stays: both effects happened).
+    COMPENSATED = "compensated"
     #: unsafe_retry: halt the run; a human looks at what the agent did.
     HALT = "halt"
     #: false_success: mark the run unhealthy even though the command "completed".
@@ -413,6 +416,8 @@ def _next_action(summary: Summary, contract: ProviderContract, now: datetime, ve
         if now >= reconcile_deadline(summary.intent, contract):
             return NextAction.ESCALATE, False, [Finding.DEADLINE_PASSED]
         return NextAction.RECONCILE, False, []
+    if verdict is Verdict.DUPLICATE_EFFECT and summary.compensated_refs >= len(summary.refs):
+        return NextAction.COMPENSATED, False, []
     return {
         Verdict.DUPLICATE_EFFECT: NextAction.COMPENSATE,
         Verdict.UNSAFE_RETRY: NextAction.HALT,

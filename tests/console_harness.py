@@ -2,7 +2,8 @@
 human ("late", provider "slow", deadline 0) and a run waiting for approval ("r1": its send
 timed out), served over HTTP with a token, and a headless Chromium to drive it. Asked for,
 runs waiting for approval before their first send (a `refund` tool marked needs_approval),
-on SQLite or on another store URL (PostgreSQL)."""
+duplicates (a charge whose worker got `<id>_1` back while the provider shows `<id>_1` and
+`<id>_2`), on SQLite or on another store URL (PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -82,10 +83,10 @@ class Console:
 
 @contextmanager
 def console_sidecar(tmp_path: Path, *, first_sends: tuple[str, ...] = (),
-                    db: str | None = None) -> Iterator[Console]:
+                    duplicates: tuple[str, ...] = (), db: str | None = None) -> Iterator[Console]:
     """The console's sidecar; each run id in `first_sends` waits for approval before the
-    first send of its refund (of charge `ch_<run id>`); `db` a store URL (default: a SQLite
-    file in `tmp_path`)."""
+    first send of its refund (of charge `ch_<run id>`); each operation id in `duplicates` is a
+    duplicate_effect; `db` a store URL (default: a SQLite file in `tmp_path`)."""
     store = open_store(db or f"sqlite:///{tmp_path / 'console.db'}")
     store.put_contract(ProviderContract("chat", idempotency_keys=True))
     store.put_contract(ProviderContract("slow", idempotency_keys=True, reconcile_deadline_s=0))
@@ -109,9 +110,27 @@ def console_sidecar(tmp_path: Path, *, first_sends: tuple[str, ...] = (),
                 run = api.post("/v1/runs", json={"input": f"refund ch_{run_id}",
                                                   "run_id": run_id}).json()
                 assert run["state"] == "awaiting_approval", run
+            for op in duplicates:
+                record_duplicate(api, op)
             yield Console(url, store, send, refund, api)
     finally:
         store.engine.dispose()
+
+
+def record_duplicate(api: httpx.Client, op: str) -> None:
+    """A charge answered 200 with `<op>_1`, and a read at the provider that shows two."""
+    api.post("/v1/operations", json={
+        "operation_id": op, "request_hash": H, "idempotency_key": f"k-{op}", "provider": "chat",
+        "action": "charge", "effect": "non_idempotent"}).raise_for_status()
+    api.post(f"/v1/operations/{op}/attempts", json={
+        "attempt": 1, "idempotency_key": f"k-{op}", "request_hash": H, "outcome": "response",
+        "status": 200, "receipt": {"provider_ref": f"{op}_1", "request_hash": H},
+    }).raise_for_status()
+    seen = api.post(f"/v1/operations/{op}/evidence", json={
+        "kind": "observation", "probe": "charges", "authority": "authoritative",
+        "matches": [{"provider_ref": f"{op}_1"}, {"provider_ref": f"{op}_2"}]})
+    seen.raise_for_status()
+    assert seen.json()["verdict"] == "duplicate_effect", seen.json()
 
 
 def chromium_missing() -> str | None:

@@ -14,7 +14,7 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.wait import WebDriverWait
 
-from reconciler.domain import Approval, Resolution, Verdict
+from reconciler.domain import Approval, Compensation, Resolution, Verdict
 from reconciler.runs.events import EventKind
 from reconciler.store.journal import SqlJournal
 
@@ -57,6 +57,16 @@ def sign_in(driver: WebDriver, url: str) -> None:
     assert driver.find_element(By.ID, "operator").text == "admin"
 
 
+def review(driver: WebDriver, action: str, note: str, **fields: str) -> str:
+    """On a page's decide form: choose `action`, write `note` (and any other `fields`), review
+    it; the confirmation page's "what happens next"."""
+    driver.find_element(By.ID, f"action-{action}").click()
+    for name, value in {**fields, "note": note}.items():
+        driver.find_element(By.ID, name).send_keys(value)
+    submit(driver, "review")
+    return driver.find_element(By.ID, "what-next").text
+
+
 def queue_rows(driver: WebDriver) -> list[str]:
     return [row.text for row in driver.find_elements(By.CSS_SELECTOR, "#queue tr.item")]
 
@@ -71,10 +81,7 @@ def test_an_operator_resolves_an_escalated_operation(tmp_path: Path) -> None:
         timeline = driver.find_element(By.CSS_SELECTOR, "#timeline svg")
         assert timeline.find_elements(By.CSS_SELECTOR, "circle.attempt")
         assert timeline.find_elements(By.CSS_SELECTOR, "line.deadline")
-        driver.find_element(By.ID, "action-resolve_applied").click()
-        driver.find_element(By.ID, "note").send_keys("charge ch_9 seen in the dashboard")
-        submit(driver, "review")
-        what_next = driver.find_element(By.ID, "what-next").text
+        what_next = review(driver, "resolve_applied", "charge ch_9 seen in the dashboard")
         assert "verified_applied" in what_next and "no retry will be granted" in what_next
         submit(driver, "confirm")
         assert "Recorded" in driver.find_element(By.ID, "flash").text
@@ -95,10 +102,7 @@ def test_an_operator_approves_the_retry_a_run_waits_for(tmp_path: Path) -> None:
         follow(driver, "r1")
         assert driver.find_element(By.ID, "state").text == "awaiting_approval"
         assert '"text": "hi"' in driver.find_element(By.ID, "arguments").text
-        driver.find_element(By.ID, "action-not_applied").click()
-        driver.find_element(By.ID, "note").send_keys("not in the channel")
-        submit(driver, "review")
-        assert "sent again" in driver.find_element(By.ID, "what-next").text
+        assert "sent again" in review(driver, "not_applied", "not in the channel")
         submit(driver, "confirm")
         assert driver.find_element(By.ID, "state").text == "completed"
     assert console.send.attempts == [1, 2]
@@ -116,10 +120,7 @@ def decide_run(driver: WebDriver, run_id: str, action: str, note: str) -> str:
     """From the queue to the run's page, `action` with `note`, reviewed and confirmed: the
     confirmation page's "what happens next"."""
     follow(driver, run_id)
-    driver.find_element(By.ID, f"action-{action}").click()
-    driver.find_element(By.ID, "note").send_keys(note)
-    submit(driver, "review")
-    what_next = driver.find_element(By.ID, "what-next").text
+    what_next = review(driver, action, note)
     submit(driver, "confirm")
     return what_next
 
@@ -163,3 +164,32 @@ def test_an_operator_rejects_a_first_send_and_nothing_is_sent(tmp_path: Path) ->
                  if e.kind is EventKind.APPROVAL_DECIDED]
     assert (decided.data["decision"], decided.data["actor"], decided.data["note"]) == (
         "reject", "admin", "not this customer")
+
+
+def test_an_operator_marks_a_duplicate_compensated(tmp_path: Path) -> None:
+    with console_sidecar(tmp_path, duplicates=("dup",)) as console, browser() as driver:
+        sign_in(driver, console.url)
+        [waiting] = [row for row in queue_rows(driver) if "dup" in row]
+        assert "duplicate_effect" in waiting and "compensate the extra one" in waiting
+        follow(driver, "dup")
+        effects = driver.find_element(By.ID, "effects").text
+        assert "dup_1 the worker received this one" in effects
+        assert "dup_2" in effects and "dup_2 the worker received" not in effects
+        offered = [radio.get_attribute("value") for radio in
+                   driver.find_elements(By.CSS_SELECTOR, "#decide input[name=action]")]
+        assert offered == ["compensate"]
+        what_next = review(driver, "compensate", "refunded the second charge",
+                           reference="re_dup_2")
+        assert "stays duplicate_effect" in what_next and "leaves the queue" in what_next
+        submit(driver, "confirm")
+        assert "Recorded" in driver.find_element(By.ID, "flash").text
+        assert driver.find_element(By.ID, "verdict").text == "duplicate_effect"
+        assert driver.find_element(By.ID, "next-action").text == "compensated"
+        assert "re_dup_2" in driver.find_element(By.ID, "evidence").text
+        assert driver.find_elements(By.CSS_SELECTOR, "#timeline circle.compensation")
+        assert not driver.find_elements(By.ID, "decide")
+        follow(driver, "Needs a human")
+        assert not [row for row in queue_rows(driver) if "dup" in row]
+    [compensation] = console.store.facts("dup").of(Compensation)
+    assert (compensation.actor, compensation.note, compensation.reference) == (
+        "admin", "refunded the second charge", "re_dup_2")

@@ -26,11 +26,13 @@ from starlette.convertors import Convertor, register_url_convertor
 from reconciler.domain import (
     Approval,
     Attempt,
+    Compensation,
     Intent,
     Match,
     Observation,
     Receipt,
     Resolution,
+    Verdict,
 )
 from reconciler.errors import IntentConflictError, RetryNotGrantedError
 from reconciler.gate import GateResult, RetryRequest
@@ -40,6 +42,7 @@ from reconciler.schemas import (
     IDENT_PATTERN,
     ApprovalIn,
     AttemptIn,
+    CompensationIn,
     EvidenceIn,
     IntentIn,
     MatchIn,
@@ -60,6 +63,7 @@ from reconciler.service.problems import (
     RETRY_NOT_GRANTED,
     VALIDATION,
     ProblemError,
+    ProblemType,
     problem_responses,
 )
 from reconciler.service.views import retry_out, summary_out
@@ -68,7 +72,8 @@ from reconciler.service.wiring import Wired, Wiring
 Fact = TypeVar("Fact")
 
 #: The routes under an operation: an id ending in `/<action>` could not be read back.
-ACTIONS = ("attempts", "evidence", "retry", "reconcile", "resolution", "approval")
+ACTIONS = ("attempts", "evidence", "retry", "reconcile", "resolution", "approval",
+           "compensation")
 
 
 class _ReadableId(Convertor[str]):
@@ -259,3 +264,25 @@ def record_approval(operation_id: OperationId, body: ApprovalIn, wiring: Wired,
     used)."""
     return wiring.operation_out(wiring.ledger.record_evidence(Approval(
         operation_id, wiring.ledger.clock(), caller.actor(body.actor), body.note)))
+
+
+#: A compensation is recorded only against a duplicate's effects (reconciler.domain.Compensation).
+NOT_A_DUPLICATE = ProblemType("not-a-duplicate", 409, "Only a duplicate effect is compensated")
+
+
+@router.post("/{operation_id:path}/compensation", status_code=201, response_model=OperationOut,
+             responses=problem_responses(404, 409))
+def record_compensation(operation_id: OperationId, body: CompensationIn, wiring: Wired,
+                        caller: Operator) -> OperationOut:
+    """A human records that a duplicate's extra effect was compensated, with the
+    compensation's reference at the provider: the verdict stays duplicate_effect, the next
+    action becomes `compensated` and the operation leaves the human queue (until a further
+    effect appears). 409 when the operation is not a duplicate_effect. The actor recorded is
+    the credential's name."""
+    verdict = wiring.ledger.judge(operation_id).decision.verdict
+    if verdict is not Verdict.DUPLICATE_EFFECT:
+        raise ProblemError(NOT_A_DUPLICATE, f"the verdict is {verdict.value}: there is no "
+                           "extra effect to compensate", operation_id=operation_id)
+    return wiring.operation_out(wiring.ledger.record_evidence(Compensation(
+        operation_id, wiring.ledger.clock(), caller.actor(body.actor), body.note,
+        body.reference)))

@@ -6,6 +6,7 @@ from reconciler.domain import (
     Approval,
     Attempt,
     Authority,
+    Compensation,
     Evidence,
     IntentConflict,
     Match,
@@ -67,6 +68,10 @@ def evidence_out(evidence: Evidence) -> EvidenceOut:
             return EvidenceOut(kind="refused_retry", at=evidence.at,
                                request_hash=evidence.request_hash,
                                idempotency_key=evidence.idempotency_key, actor=evidence.holder)
+        case Compensation():
+            return EvidenceOut(kind="compensation", at=evidence.at, authority=Authority.HUMAN,
+                               actor=evidence.actor, note=evidence.note,
+                               provider_ref=evidence.reference)
     raise TypeError(f"not evidence: {type(evidence).__name__}")
 
 

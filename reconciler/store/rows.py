@@ -13,6 +13,7 @@ from reconciler.domain import (
     Attempt,
     Authority,
     Carried,
+    Compensation,
     Effect,
     Evidence,
     Intent,
@@ -126,6 +127,10 @@ def _evidence_columns(evidence: Evidence) -> dict[str, Any]:
         case RefusedRetry():
             return {"kind": "refused_retry", "request_hash": evidence.request_hash,
                     "idempotency_key": evidence.idempotency_key, "actor": evidence.holder}
+        case Compensation():
+            return {"kind": "compensation", "authority": Authority.HUMAN.value,
+                    "actor": evidence.actor, "note": evidence.note,
+                    "provider_ref": evidence.reference}
     raise TypeError(f"not evidence: {evidence!r}")
 
 
@@ -150,6 +155,8 @@ def evidence_of(row: EvidenceRow | Row[Any]) -> Evidence:
         case "refused_retry":
             return RefusedRetry(op, at, row.request_hash or "", row.idempotency_key,
                                 row.actor or "")
+        case "compensation":
+            return Compensation(op, at, row.actor or "", row.note or "", row.provider_ref or "")
     raise ValueError(f"unknown evidence kind {row.kind!r} in row {row.id}")
 
 

@@ -1,10 +1,12 @@
 """An operation's page and the decisions on it.
 
 What a person may decide depends on the operation: a `duplicate_effect` is never retried nor
-resolved away (a resolution would erase that two effects happened); a retry is approved only
-for a provider whose actions cannot be compensated (SPEC section 4: only those need it). The
-page says which effect the worker received (the reference in its own response), and why its
-tables stay empty when no configured probe can see the action (SPEC section 3).
+resolved away (a resolution would erase that two effects happened): its extra effect is
+compensated at the provider and the compensation recorded (actor, note, its reference), which
+takes it off the queue while the verdict stays; a retry is approved only for a provider whose
+actions cannot be compensated (SPEC section 4: only those need it). The page says which effect
+the worker received (the reference in its own response), and why its tables stay empty when no
+configured probe can see the action (SPEC section 3).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from fastapi.responses import RedirectResponse, Response
 from probes.base import Probe, sight_of
 from reconciler.domain import (
     Approval,
+    Compensation,
     Decision,
     Facts,
     ProviderContract,
@@ -39,6 +42,7 @@ from reconciler.service.ui.timeline import timeline_svg
 from reconciler.service.views import operation_out
 from reconciler.sight import Blind, blind_to
 from reconciler.summary import summarize
+from reconciler.verdicts import NextAction
 
 router = console_router()
 
@@ -48,14 +52,17 @@ RESOLVE = {
     "resolve_not_applied": "Resolve: the effect did not happen (verified_not_applied)",
 }
 APPROVE = {"approve_retry": "Approve a retry (the action cannot be compensated)"}
-OPERATION_ACTIONS = {**RESOLVE, **APPROVE}
+COMPENSATE = {"compensate": "Record a compensation: the extra effect was undone at the "
+                            "provider (refunded, cancelled, deleted)"}
+OPERATION_ACTIONS = {**RESOLVE, **APPROVE, **COMPENSATE}
 
 
-def actions_for(verdict: Verdict, contract: ProviderContract) -> dict[str, str]:
-    """The decisions the page offers: none that retries or resolves away a duplicate, and an
-    approval only where the provider's contract needs one."""
-    if verdict is Verdict.DUPLICATE_EFFECT:
-        return {}
+def actions_for(decision: Decision, contract: ProviderContract) -> dict[str, str]:
+    """The decisions the page offers: for a duplicate, only recording its compensation (once
+    per set of effects), nothing that retries or resolves it away; elsewhere the resolutions,
+    and an approval only where the provider's contract needs one."""
+    if decision.verdict is Verdict.DUPLICATE_EFFECT:
+        return COMPENSATE if decision.next_action == NextAction.COMPENSATE else {}
     return {**RESOLVE, **({} if contract.compensable else APPROVE)}
 
 
@@ -112,7 +119,7 @@ def operation_page(request: Request) -> Response:
     summary = summarize(facts)
     return render(request, "operation.html", op=operation_out(judgement, judgement.escalated),
                   contract=contract, done=OPERATION_ACTIONS.get(page.done),
-                  actions=actions_for(judgement.decision.verdict, contract),
+                  actions=actions_for(judgement.decision, contract),
                   effects=sorted(summary.refs), received=received_refs(facts),
                   unseen=unseen(facts, wiring.sweeper.probes_for(facts.intent.provider)),
                   timeline=timeline_svg(facts, contract, judgement.at))
@@ -126,7 +133,8 @@ class _OperationDecision:
     op_id: str
     action: str
     note: str
-    evidence: Resolution | Approval
+    reference: str
+    evidence: Resolution | Approval | Compensation
 
 
 async def _operation_decision(request: Request) -> _OperationDecision | Response:
@@ -142,20 +150,26 @@ async def _operation_decision(request: Request) -> _OperationDecision | Response
         facts = wiring.store.facts(form.id)
     except ReconcilerError as exc:
         return message(request, 404, "No such operation", str(exc))
-    offered = actions_for(wiring.ledger.judge(form.id).decision.verdict,
+    offered = actions_for(wiring.ledger.judge(form.id).decision,
                           wiring.store.contract(facts.intent.provider))
     if form.action not in offered:
         return message(request, 422, "Not a decision for this operation",
                        "choose one of: " + (", ".join(offered) or "none (see the page)"))
     at = wiring.ledger.clock()
-    evidence: Resolution | Approval
-    if form.action == "approve_retry":
+    evidence: Resolution | Approval | Compensation
+    if form.action == "compensate":
+        if not form.reference:
+            return message(request, 422, "Not accepted", "reference: the compensation's "
+                           "reference at the provider (the refund's, the cancellation's) is "
+                           "required")
+        evidence = Compensation(form.id, at, operator, form.note, form.reference)
+    elif form.action == "approve_retry":
         evidence = Approval(form.id, at, operator, form.note)
     else:
         evidence = Resolution(form.id, at, Verdict.VERIFIED_APPLIED
                               if form.action == "resolve_applied"
                               else Verdict.VERIFIED_NOT_APPLIED, operator, form.note)
-    return _OperationDecision(form.id, form.action, form.note, evidence)
+    return _OperationDecision(form.id, form.action, form.note, form.reference or "", evidence)
 
 
 @router.post("/operation/decide")
@@ -166,12 +180,16 @@ async def operation_decide(request: Request) -> Response:
     preview = wiring_of(request).ledger.preview(decision.op_id, decision.evidence)
     return render(request, "confirm.html", target="operation", id=decision.op_id,
                   action=decision.action, label=OPERATION_ACTIONS[decision.action],
-                  note=decision.note, next=_next_for(preview))
+                  note=decision.note, reference=decision.reference, next=_next_for(preview))
 
 
 def _next_for(decision: Decision) -> str:
     retry = ("the retry gate will grant one retry, with the same key, to the first caller "
              "that asks" if decision.retry_allowed else "no retry will be granted")
+    if decision.next_action == NextAction.COMPENSATED:
+        return (f"The verdict stays {decision.verdict.value} (both effects happened), next "
+                f"action {decision.next_action}: {retry}, and the operation leaves the queue. "
+                "A further effect at the provider puts it back.")
     return (f"The verdict becomes {decision.verdict.value}, next action "
             f"{decision.next_action}: {retry}. Later proof from the provider (a new attempt, "
             "receipt, match or conclusive zero) still supersedes a human's resolution.")

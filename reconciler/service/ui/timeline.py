@@ -20,6 +20,7 @@ from html import escape
 from reconciler.domain import (
     Approval,
     Authority,
+    Compensation,
     Evidence,
     Facts,
     IntentConflict,
@@ -75,6 +76,9 @@ def _evidence_mark(e: Evidence) -> Mark:
             return Mark(e.at, "human", "conflict", f"conflicting intent refused at {e.at}")
         case RefusedRetry():
             return Mark(e.at, "human", "conflict", f"retry refused to {e.holder} at {e.at}")
+        case Compensation():
+            return Mark(e.at, "human", "compensation", f"compensated ({e.reference}) by "
+                        f"{e.actor}: {e.note} at {e.at}")
     raise TypeError(f"not evidence: {type(e).__name__}")
 
 
