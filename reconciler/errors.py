@@ -146,5 +146,10 @@ class ApprovalError(RunError):
     """No pending approval matches this resume token; fetch the run for the current one."""
 
 
+class DecisionNotAllowedError(ApprovalError):
+    """The resume token is right but the decision is not one the waiting call allows (a call
+    never sent takes approve or reject); send one of those the message lists."""
+
+
 class AgentLoadError(ReconcilerError):
     """The agent named as package.module:attribute cannot be loaded; fix the name or module."""

@@ -390,7 +390,7 @@ def test_a_tool_that_needs_approval_waits_and_runs_once_approved(tmp_path: Path)
             "resume_token": approval["resume_token"], "decision": "approve", "actor": "ops"}))
     assert paused["state"] == "awaiting_approval" and approval["payload"]["kind"] == (
         "before_dispatch")
-    assert "approve, reject" in assert_problem(wrong, 409, "approval-mismatch")["detail"]
+    assert "approve, reject" in assert_problem(wrong, 409, "decision-not-allowed")["detail"]
     assert run["state"] == "completed" and send.attempts == [1]
 
 

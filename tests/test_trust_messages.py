@@ -8,6 +8,8 @@ from typer.testing import CliRunner
 
 from reconciler.cli import app
 
+from sidecar_client import Sidecar, assert_problem
+
 runner = CliRunner()
 
 MYSQL = "mysql://app@db.internal/receipts"
@@ -25,3 +27,17 @@ def test_a_store_url_of_another_database_names_the_ones_supported(command: list[
     assert "unsupported store URL (mysql:...); use sqlite:///PATH" in result.output
     assert "postgresql+psycopg://" in result.output
     assert isinstance(result.exception, SystemExit)  # an exit, not an exception raised
+
+
+@pytest.mark.parametrize(("path", "body", "allowed"), [
+    ("resolution", {"verdict": "duplicate_effect", "note": "n"},
+     "Input should be 'verified_applied' or 'verified_not_applied'"),
+    ("evidence", {"kind": "observation", "probe": "p", "authority": "sure"},
+     "Input should be 'authoritative', 'lagging', 'weak' or 'unavailable'"),
+])
+def test_a_422_names_the_values_a_client_sends_not_python_enums(
+        sidecar: Sidecar, path: str, body: dict[str, str], allowed: str) -> None:
+    sidecar.intent("op")
+    problem = assert_problem(sidecar.http.post(f"/v1/operations/op/{path}", json=body), 422,
+                             "validation")
+    assert [e["msg"] for e in problem["errors"]] == [allowed]

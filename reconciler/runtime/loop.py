@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.domain import Approval, Effect, Resolution, Verdict
-from reconciler.errors import ApprovalError, RunConflictError
+from reconciler.errors import ApprovalError, DecisionNotAllowedError, RunConflictError
 from reconciler.gate import RetryGate
 from reconciler.ledger import Ledger
 from reconciler.ports import Journal, OperationSummary
@@ -234,8 +234,8 @@ class AgentRuntime:
             raise ApprovalError(run_id, "no pending approval has this resume token")
         allowed = decisions_for(pending)
         if decision not in allowed:
-            raise ApprovalError(run_id, f"decision must be one of {', '.join(allowed)} for "
-                                "this call")
+            raise DecisionNotAllowedError(run_id, f"decision must be one of "
+                                          f"{', '.join(allowed)} for this call")
         call = view.calls[pending.tool_call_id]
         op, now = call.operation_id, self._now()
         if op is not None and decision == "applied":

@@ -8,6 +8,7 @@ answered with a correlation id while its traceback goes to the log.
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -134,14 +135,24 @@ async def _on_problem(request: Request, exc: ProblemError) -> JSONResponse:
 
 
 async def _on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-    errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
-              for e in exc.errors()]
+    errors = [{"loc": list(e.get("loc", ())), "msg": _plain(e.get("msg", "")),
+               "type": e.get("type", "")} for e in exc.errors()]
     if any(e["type"] == "json_invalid" for e in errors):
         return problem_response(MALFORMED_JSON, "the request body is not valid JSON",
                                 request.url.path)
     fields = ", ".join(".".join(map(str, e["loc"])) for e in errors)
     return problem_response(VALIDATION, f"{len(errors)} invalid field(s): {fields}",
                             request.url.path, extensions={"errors": errors})
+
+
+#: An enum member as Python shows it, `<Verdict.VERIFIED_APPLIED: 'verified_applied'>`: what
+#: pydantic writes for each value a `Literal[SomeEnum.X]` allows.
+_ENUM_REPR = re.compile(r"<\w+\.\w+: ('[^'<>]*')>")
+
+
+def _plain(message: str) -> str:
+    """A validation message with enum members as the values a client sends ('weak')."""
+    return _ENUM_REPR.sub(r"\1", message)
 
 
 def _on_http(request: Request, exc: HTTPException, routes: Sequence[BaseRoute]) -> JSONResponse:

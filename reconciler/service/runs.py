@@ -31,6 +31,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from reconciler.errors import (
     ApprovalError,
     ContinuationError,
+    DecisionNotAllowedError,
     IllegalTransitionError,
     RunConflictError,
     RunError,
@@ -93,6 +94,8 @@ CONTINUATION_INCOMPLETE = ProblemType("continuation-incomplete", 422,
                                       "The follow-up does not say which pause it continues")
 APPROVAL_MISMATCH = ProblemType("approval-mismatch", 409,
                                 "No pending approval has this resume token")
+DECISION_NOT_ALLOWED = ProblemType("decision-not-allowed", 409,
+                                   "The call awaiting approval does not take this decision")
 RUN_KEY = ProblemType("run-key", 503, "The run key cannot open this run's events")
 CANCEL_PENDING = ProblemType("cancel-pending", 409, "The run is still stopping")
 
@@ -101,6 +104,8 @@ _BY_ERROR: dict[type[RunError], ProblemType] = {
     IllegalTransitionError: ILLEGAL_TRANSITION,
     RunConflictError: RUN_CONFLICT,
     ContinuationError: CONTINUATION_MISMATCH,
+    # Before its base class: the first match answers.
+    DecisionNotAllowedError: DECISION_NOT_ALLOWED,
     ApprovalError: APPROVAL_MISMATCH,
 }
 #: Live states a run may be left in by a worker that died mid-advance: resume picks it up.
