@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, ParamSpec, TypeAlias, TypeVar, overload
 
+from reconciler import tracing
 from reconciler.client.effects import Recorder, default_holder
 from reconciler.client.http import ReconcilerClient
 from reconciler.domain import Carried, Effect, Outcome, Verdict
@@ -149,7 +150,8 @@ class EffectCall:
     def __init__(self, site: EffectSite[Any], intent: IntentIn) -> None:
         self.site = site
         self.intent = intent
-        self.backend = site.backend or default_backend()
+        # Client spans, and the trace context sent to a sidecar, when tracing is configured.
+        self.backend = tracing.traced(site.backend or default_backend())
         self.holder = site.holder or default_holder()
         self.attempts = 0
         self.resumed = False
@@ -340,15 +342,17 @@ class EffectSite(Generic[R]):
             @functools.wraps(fn)
             async def run_async(*args: P.args, **kwargs: P.kwargs) -> Any:
                 call = EffectCall(self, self.intent(args, kwargs, fn))
-                await asyncio.to_thread(call.begin)
-                return self._replayed(await call.arun(fn, *args, **kwargs))
+                with tracing.traced_call(call):  # the GenAI tool span, when tracing is on
+                    await asyncio.to_thread(call.begin)
+                    return self._replayed(await call.arun(fn, *args, **kwargs))
             return run_async
 
         @functools.wraps(fn)
         def run(*args: P.args, **kwargs: P.kwargs) -> Any:
             call = EffectCall(self, self.intent(args, kwargs, fn))
-            call.begin()
-            return self._replayed(call.run(fn, *args, **kwargs))
+            with tracing.traced_call(call):  # the GenAI tool span, when tracing is on
+                call.begin()
+                return self._replayed(call.run(fn, *args, **kwargs))
         return run
 
     def __enter__(self) -> EffectCall:

@@ -37,7 +37,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from probes.base import Probe, ProbeTarget
 from probes.runner import ProbeThreads, ref_returned, seen
-from reconciler import metrics
+from reconciler import metrics, tracing
 from reconciler.domain import Authority, Intent, Observation, Receipt
 from reconciler.ledger import Judgement, Ledger
 from reconciler.ports import Leases, Round
@@ -131,6 +131,8 @@ class _Calls:
         metrics.PROBE_REQUESTS.labels(call.rnd.target.provider, name).inc()
         authority = result.authority.value if isinstance(result, Observation) else "receipt"
         metrics.PROBE_RESULTS.labels(name, authority).inc()
+        tracing.probe_read(name, call.rnd.target.operation_id, result,
+                           time.monotonic() - call.started)
         call.rnd.evidence.append(result)
         call.rnd.answered.append(call.probe)
         if not self.start(call.rnd):

@@ -22,6 +22,7 @@ from reconciler.service.problems import (
 )
 from reconciler.service.request_log import RequestLog
 from reconciler.service.settings import Settings
+from reconciler.service.trace_context import TraceContext
 from reconciler.service.ui.routes import install_console
 from reconciler.service.wiring import build_wiring, lifespan
 from reconciler.sweep import ProbeLookup
@@ -67,6 +68,8 @@ def create_app(settings: Settings, *, ledger: Ledger | None = None,
     app.add_middleware(SafetyNet)
     app.add_middleware(HttpMetrics)
     app.add_middleware(RequestLog, enabled=settings.access_log)
+    # Outermost: each operation call a span in the caller's trace (off unless OTEL_* says).
+    app.add_middleware(TraceContext)
     return app
 
 

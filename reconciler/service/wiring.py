@@ -16,6 +16,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from fastapi import Depends, FastAPI, Request
 
 from probes.base import Probe
+from reconciler import tracing
 from reconciler.errors import StoreUnavailableError
 from reconciler.gate import RetryGate
 from reconciler.ledger import Judgement, Ledger
@@ -102,8 +103,10 @@ class Wiring:
 
 
 def count_transition(judgement: Judgement) -> None:
-    """reconciler_verdicts_total counts verdicts entered, never verdicts read."""
+    """reconciler_verdicts_total counts verdicts entered, never verdicts read; each is also a
+    span in the trace of the call that caused it (when tracing is configured)."""
     VERDICTS.labels(verdict=judgement.decision.verdict.value).inc()
+    tracing.verdict_changed(judgement)
 
 
 def build_wiring(settings: Settings, ledger: Ledger | None,
