@@ -22,7 +22,12 @@ from dataclasses import dataclass, field
 
 
 class BudgetSpent(Exception):
-    """No request fits in the budget before the deadline."""
+    """No request fits in the budget before the deadline; `ready_in`: seconds until one does
+    (the provider's own pause, or the budget's pace)."""
+
+    def __init__(self, message: str, ready_in: float) -> None:
+        super().__init__(message)
+        self.ready_in = ready_in
 
 
 @dataclass(slots=True)
@@ -63,7 +68,7 @@ class Budget:
                 return None
         if ready > deadline:
             raise BudgetSpent("the provider's request budget is spent until after the "
-                              "probe's deadline")
+                              "probe's deadline", ready - now)
         return ready - now
 
     def close_for(self, seconds: float) -> None:

@@ -22,7 +22,7 @@ import re
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -54,6 +54,8 @@ class _Read:
     matches: dict[str, Match]
     at: datetime | None = None
     cut: str | None = None
+    #: The cut was the provider's rate limit: seconds it asked to wait (`FetchError`).
+    retry_after: float | None = None
     #: Matches in content written by another account than the configured `author`.
     foreign: dict[str, Match] = field(default_factory=dict)
 
@@ -99,7 +101,7 @@ class HttpJsonProbe:
         except StopIteration as done:
             return _evidence(done)
         except _UNAVAILABLE as exc:
-            return self._unavailable(target, str(exc))
+            return self._unavailable(target, str(exc), retry_after=_retry_after(exc))
 
     async def aprobe(self, target: ProbeTarget) -> Observation | Receipt:
         """`probe` as a task on an event loop (the sweep's probe loop), over
@@ -122,7 +124,7 @@ class HttpJsonProbe:
         except StopIteration as done:
             return _evidence(done)
         except _UNAVAILABLE as exc:
-            return self._unavailable(target, str(exc))
+            return self._unavailable(target, str(exc), retry_after=_retry_after(exc))
 
     def _reading(self, target: ProbeTarget) -> Reading:
         """The read, without I/O: it yields each GET it needs (url, params, headers,
@@ -142,7 +144,7 @@ class HttpJsonProbe:
             except FetchError as exc:
                 if page == 0:
                     raise
-                read.cut = f"page {page + 1}: {exc}"
+                read.cut, read.retry_after = f"page {page + 1}: {exc}", exc.retry_after
                 break
             read.at = read.at or reply.at
             if reply.status == 404 and page == 0 and (
@@ -179,7 +181,8 @@ class HttpJsonProbe:
             return Observation(target.operation_id, read.at, self.name, Authority.WEAK,
                                tuple(read.foreign.values()))
         if read.cut is not None and not read.matches:
-            return self._unavailable(target, f"read cut short: {read.cut}", read.at)
+            return self._unavailable(target, f"read cut short: {read.cut}", read.at,
+                                     read.retry_after)
         return Observation(target.operation_id, read.at, self.name, spec.authority,
                            tuple(read.matches.values()))
 
@@ -235,15 +238,21 @@ class HttpJsonProbe:
                                        "account or mode: a 404 proves no zero")
         return True
 
-    def _unavailable(self, target: ProbeTarget, error: str,
-                     at: datetime | None = None) -> Observation:
-        return Observation(target.operation_id, at or self._clock(), self.name,
-                           Authority.UNAVAILABLE, error=error)
+    def _unavailable(self, target: ProbeTarget, error: str, at: datetime | None = None,
+                     retry_after: float | None = None) -> Observation:
+        now = self._clock()
+        return Observation(target.operation_id, at or now, self.name, Authority.UNAVAILABLE,
+                           error=error, retry_at=None if retry_after is None
+                           else now + timedelta(seconds=retry_after))
 
 
 #: What makes a read evidence of nothing: its credential or a value it needs missing, no
 #: usable answer.
 _UNAVAILABLE = (MissingCredential, MissingValue, FetchError, UnusableResponse)
+
+
+def _retry_after(exc: Exception) -> float | None:
+    return exc.retry_after if isinstance(exc, FetchError) else None
 
 
 def _next(reading: Reading, outcome: Reply | FetchError | None) -> Fetch:

@@ -66,7 +66,14 @@ class Reply:
 
 
 class FetchError(Exception):
-    """No usable answer; the message is short and holds no URL, header or response data."""
+    """No usable answer; the message is short and holds no URL, header or response data.
+    `retry_after`: the provider asked for a pause (a rate limit's `Retry-After` past the
+    deadline, or the request budget it shares), in seconds: no request went out that the
+    provider answered, so the read was not made, and another is worth making only after it."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class _Transient(Exception):
@@ -269,7 +276,7 @@ class _Tries:
     def spent(self, exc: _Transient, tries: int) -> FetchError:
         if exc.retry_after is not None and exc.retry_after > self.remaining():
             return FetchError(f"{exc}, asked to wait {exc.retry_after:g}s: past the deadline "
-                              f"(after {tries} tries)")
+                              f"(after {tries} tries)", exc.retry_after)
         return FetchError(f"{exc} after {tries} tries")
 
 
@@ -316,7 +323,7 @@ def _budget_spent() -> Iterator[None]:
     try:
         yield
     except BudgetSpent as exc:
-        raise FetchError(f"rate limited: {exc}") from None
+        raise FetchError(f"rate limited: {exc}", exc.ready_in) from None
 
 
 def get(session: Session, url: str, params: Mapping[str, str], policy: RetryPolicy,

@@ -280,10 +280,13 @@ class Ledger:
         `policy.lease_s`, in one transaction. The judgements in round order, the claimed
         intents, and how many operations this call escalated."""
         now = self.clock()
+        paused = {r.intent.operation_id: until for r in rounds
+                  if (until := rate_limited_until(r)) is not None}
 
         def rule(summary: Summary, contract: ProviderContract, number: int) -> Scheduled:
             decision = decide(summary, contract, now)
-            return next_round(summary, decision, contract, number, now, policy)
+            return next_round(summary, decision, contract, number, now, policy,
+                              quiet_until=paused.get(summary.intent.operation_id))
 
         ended, intents = leases.conclude(holder, rounds, rule, now, claim=claim,
                                          lease_s=policy.lease_s)
@@ -297,3 +300,12 @@ def _decided(summary: Summary, contract: ProviderContract, now: datetime) -> Sch
     """The verdict on recorded facts, and when the next probe round is due if it changed."""
     decision = decide(summary, contract, now)
     return Scheduled(decision, due_after(summary, decision, contract))
+
+
+def rate_limited_until(rnd: Round) -> datetime | None:
+    """When a round whose every read the provider's rate limit cut may read again (the latest
+    pause its reads were asked for); None when some read was made, or none was tried."""
+    pauses = [e.retry_at for e in rnd.evidence if isinstance(e, Observation)]
+    if not pauses or len(pauses) < len(rnd.evidence) or None in pauses:
+        return None
+    return max(p for p in pauses if p is not None)

@@ -47,6 +47,9 @@ class Scheduled:
     decision: Decision
     due_at: datetime | None
     escalate: bool = False
+    #: The round counts against the probe budget (`SweepPolicy.probe_budget`). A round the
+    #: provider's rate limit cut made no read: it is not spent.
+    spent: bool = True
 
 
 #: A pure decision on a recorded fact: the summary of the operation's facts, its contract and the

@@ -96,8 +96,12 @@ def due_after(summary: Summary, decision: Decision,
 
 
 def next_round(summary: Summary, decision: Decision, contract: ProviderContract, rounds: int,
-               now: datetime, policy: SweepPolicy) -> Scheduled:
-    """What the `rounds`-th probe round of an operation leads to."""
+               now: datetime, policy: SweepPolicy, *,
+               quiet_until: datetime | None = None) -> Scheduled:
+    """What the `rounds`-th probe round of an operation leads to. `quiet_until`: the round's
+    every read was cut by the provider's rate limit, which asked for no read before then."""
+    if quiet_until is not None:
+        return _after_the_pause(summary, decision, contract, now, quiet_until)
     delay = min(policy.first_backoff_s * 2.0 ** (rounds - 1), policy.max_backoff_s)
     if decision.verdict is not Verdict.INDETERMINATE:
         # Settled; only a confirmation can be owed, and a failed read of it is tried again
@@ -111,6 +115,22 @@ def next_round(summary: Summary, decision: Decision, contract: ProviderContract,
         return Scheduled(decision, None, escalate=True)
     delay = min([delay] + [ahead for ahead in _zero_counts_in(summary, contract, now) if ahead > 0])
     return Scheduled(decision, min(now + timedelta(seconds=delay), deadline))
+
+
+def _after_the_pause(summary: Summary, decision: Decision, contract: ProviderContract,
+                     now: datetime, quiet_until: datetime) -> Scheduled:
+    """A round the provider's rate limit cut (Slack's one request a minute, a 429 with
+    `Retry-After`): it made no read, so it is not spent against the probe budget, and the next
+    round waits out the pause the provider asked for rather than backing off into it. The
+    deadline still escalates: a provider that stays rate limited goes to a human on time."""
+    if decision.verdict is not Verdict.INDETERMINATE:
+        confirm = confirmation_due(summary, decision, contract)
+        return Scheduled(decision, None if confirm is None else max(confirm, quiet_until),
+                         spent=False)
+    deadline = reconcile_deadline(summary.intent, contract)
+    if now >= deadline:
+        return Scheduled(decision, None, escalate=True, spent=False)
+    return Scheduled(decision, min(max(quiet_until, now), deadline), spent=False)
 
 
 #: A zero counts only strictly after the settle time: the round that reads it comes this late.

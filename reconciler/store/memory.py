@@ -384,7 +384,7 @@ class MemoryStore:
         changed = state.verdict != scheduled.decision.verdict.value
         _cache(state, scheduled.decision, now)
         if state.lease_holder == holder:
-            state.probe_count += 1
+            state.probe_count += scheduled.spent
             state.escalated = state.escalated or scheduled.escalate
             state.due_at = None if state.escalated else scheduled.due_at
             state.lease_holder = state.lease_expires_at = None

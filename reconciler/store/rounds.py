@@ -89,7 +89,7 @@ def _concluded_state(state: Row[Any], scheduled: Scheduled, now: datetime, appen
               "b_evidence_rows": state.evidence_rows + appended}
     escalated = state.escalated or scheduled.escalate
     if leased:
-        return {**values, "b_probe_count": state.probe_count + 1,
+        return {**values, "b_probe_count": state.probe_count + scheduled.spent,
                 "b_due_at": None if escalated else scheduled.due_at,
                 "b_escalated": escalated, "b_lease_holder": None,
                 "b_lease_expires_at": None}
