@@ -124,7 +124,11 @@ def passed_environment(env: Mapping[str, str], names: Sequence[str] | None) -> d
 
 
 def _connector(options: Options, env: Mapping[str, str]) -> Connect:
-    from mcp import Client, StdioServerParameters  # the `mcp` extra, needed only here
+    try:
+        from mcp import Client, StdioServerParameters  # the `mcp` extra, needed only here
+    except ImportError:
+        raise options.error("the mcp_read probe needs the MCP client, an optional extra: "
+                            "pip install 'effect-reconciler[mcp]'") from None
 
     url = options.string("url")
     command = options.string("command")

@@ -3,9 +3,13 @@ without a traceback."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from typer.testing import CliRunner
 
+from probes.errors import ProbeConfigError
+from probes.mcp_read import mcp_read
 from reconciler.cli import app
 
 from sidecar_client import Sidecar, assert_problem
@@ -41,3 +45,14 @@ def test_a_422_names_the_values_a_client_sends_not_python_enums(
     problem = assert_problem(sidecar.http.post(f"/v1/operations/op/{path}", json=body), 422,
                              "validation")
     assert [e["msg"] for e in problem["errors"]] == [allowed]
+
+
+def test_the_mcp_read_probe_without_the_mcp_extra_names_the_extra(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if not installed: importing it fails
+    with pytest.raises(ProbeConfigError) as raised:
+        mcp_read("chat.lookup", {"command": "chat-mcp-server", "tool": "list_messages",
+                                 "ref": "id"}, {})
+    assert str(raised.value) == (
+        "probe 'chat.lookup': the mcp_read probe needs the MCP client, an optional extra: "
+        "pip install 'effect-reconciler[mcp]'")
