@@ -44,6 +44,7 @@ from temporalio.worker import (
     Interceptor,
 )
 
+from reconciler import tracing
 from reconciler.client.effects import Recorder
 from reconciler.domain import Effect, Verdict
 from reconciler.effect import (
@@ -150,47 +151,49 @@ class ActivityEffect:
         `self.action` does not (default: the function's name)."""
         site = self._site(action or fn.__name__)
 
-        def began(args: tuple[Any, ...], kwargs: dict[str, Any]) -> EffectCall:
-            call = EffectCall(site, site.intent(args, kwargs, fn))
+        def began(call: EffectCall) -> None:
             call.begin()
             # The operation id only: a heartbeat's details reach the server and the next
             # attempt (`info().heartbeat_details`), never the arguments.
             activity.heartbeat(call.operation_id)
-            return call
 
         if inspect.iscoroutinefunction(fn):
             @functools.wraps(fn)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
-                call = await asyncio.to_thread(began, args, kwargs)
+                call = EffectCall(site, site.intent(args, kwargs, fn))
+                with tracing.traced_call(call):  # the GenAI tool span, when tracing is on
+                    await asyncio.to_thread(began, call)
+                    try:
+                        return self._answer(call, await call.arun(fn, *args, **kwargs))
+                    except RetryRefusedError as error:
+                        raise refused(error) from error
+                    except Exception:
+                        if call.last_outcome is None:
+                            raise
+                        await asyncio.to_thread(_reconcile, call)
+                        answer = self._after_failure(call)
+                        if answer is None:
+                            raise
+                        return answer
+            return run_async
+
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            call = EffectCall(site, site.intent(args, kwargs, fn))
+            with tracing.traced_call(call):
+                began(call)
                 try:
-                    return self._answer(call, await call.arun(fn, *args, **kwargs))
+                    return self._answer(call, call.run(fn, *args, **kwargs))
                 except RetryRefusedError as error:
                     raise refused(error) from error
                 except Exception:
                     if call.last_outcome is None:
                         raise
-                    await asyncio.to_thread(_reconcile, call)
+                    _reconcile(call)
                     answer = self._after_failure(call)
                     if answer is None:
                         raise
                     return answer
-            return run_async
-
-        @functools.wraps(fn)
-        def run(*args: Any, **kwargs: Any) -> Any:
-            call = began(args, kwargs)
-            try:
-                return self._answer(call, call.run(fn, *args, **kwargs))
-            except RetryRefusedError as error:
-                raise refused(error) from error
-            except Exception:
-                if call.last_outcome is None:
-                    raise
-                _reconcile(call)
-                answer = self._after_failure(call)
-                if answer is None:
-                    raise
-                return answer
         return run
 
 
