@@ -158,7 +158,8 @@ def configure_from_env() -> bool:
     True when spans are exported."""
     if trace is None or os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
         return False
-    if not any(os.environ.get(name) for name in _CONFIGURED_BY):
+    exporter = os.environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",")[0].strip()
+    if exporter == "none" or not any(os.environ.get(name) for name in _CONFIGURED_BY):
         return False
     if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         return True  # configured already (by this process's own setup, or a second app)
@@ -166,9 +167,6 @@ def configure_from_env() -> bool:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError:
-        return False
-    exporter = os.environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",")[0].strip()
-    if exporter == "none":
         return False
     provider = TracerProvider()  # the resource from OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
     provider.add_span_processor(BatchSpanProcessor(_exporter(exporter)))

@@ -24,8 +24,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from reconciler import tracing
-from reconciler.client.http import ReconcilerClient
-from reconciler.effect import Applied, current_call, effect
+from reconciler.effect import Applied
 from reconciler.sandbox import RunningSandbox
 
 from kill_harness import sandbox_config
@@ -35,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
 from sandbox_charge import Payments, charge_body
 
 ORDER = "A-17-traced"
-OPERATION = "op-traced-1"
+OPERATION = f"charge-{ORDER}"
+DOCS = Path(__file__).parent.parent / "docs" / "integrations" / "opentelemetry.md"
 STRIPE_KEY = "sk_test_sandbox"
 TOKEN = "tracing-test-token-0123456789abcdef"
 #: The sidecar's spans this test waits for, one of each at least.
@@ -114,6 +114,12 @@ def worker_spans() -> InMemorySpanExporter:
     return exporter
 
 
+def sidecar_settings() -> dict[str, str]:
+    """The sidecar's variables, as docs/integrations/opentelemetry.md sets them."""
+    block = DOCS.read_text().split("```sh\n", 1)[1].split("```", 1)[0]
+    return dict(line.split("=", 1) for line in block.splitlines())
+
+
 def hex_id(number: int, width: int) -> str:
     return f"{number:0{width}x}"
 
@@ -121,31 +127,30 @@ def hex_id(number: int, width: int) -> str:
 def test_a_tool_call_and_the_sidecars_work_on_it_are_one_trace(
         sandbox: RunningSandbox, tmp_path: Path, receiver: Receiver,
         worker_spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The sidecar's tracing: the variables docs/integrations/opentelemetry.md sets, the
+    # endpoint the receiver's.
     env = {"RECONCILER_DB": f"sqlite:///{tmp_path / 'r.db'}",
            "RECONCILER_CONFIG": str(sandbox_config(sandbox, tmp_path)),
            "RECONCILER_TOKEN": TOKEN, "RECONCILER_SWEEP_INTERVAL_S": "0",
            "STRIPE_SECRET_KEY": STRIPE_KEY,  # what the sidecar's probes send the sandbox
-           "OTEL_SERVICE_NAME": "reconciler-sidecar",
-           "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.url}/v1/traces",
-           "OTEL_BSP_SCHEDULE_DELAY": "50"}
+           **sidecar_settings(),
+           "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.url}/v1/traces"}
     payments = Payments(sandbox.url, ["error_after_commit"], keyed=True, http=httpx.Client(
         timeout=5.0, headers={"Authorization": f"Bearer {STRIPE_KEY}"}))
     with serving_process(env, cwd=tmp_path) as sidecar:
-        backend = ReconcilerClient(sidecar.url, token=TOKEN)
-
-        @effect(provider="stripe", action="payment_intents.create", key=OPERATION,
-                tagged=True, backend=backend, tool_call_id="call-1",
-                params=charge_body(OPERATION, {"order": ORDER, "amount": 1200}))
-        def charge() -> dict[str, Any]:
-            call = current_call()
-            assert call is not None
-            return payments.charge(ORDER, 1200)
+        monkeypatch.setenv("RECONCILER_URL", sidecar.url)
+        monkeypatch.setenv("RECONCILER_TOKEN", TOKEN)
+        # The worker is docs/integrations/opentelemetry.md's, as it stands.
+        worker: dict[str, Any] = {"payments": payments, "charge_body": charge_body}
+        exec(compile(DOCS.read_text().split("```python\n", 1)[1].split("```", 1)[0],
+                     str(DOCS), "exec"), worker)
+        charge = worker["charge"]
 
         agent = trace.get_tracer("the agent")
         with agent.start_as_current_span("invoke_agent checkout") as run:
             with pytest.raises(httpx.HTTPStatusError):  # committed, then answered 502
-                charge()
-            again = charge()  # the gate asks the sidecar, which probes the sandbox
+                charge(ORDER, 1200)
+            again = charge(ORDER, 1200)  # the gate asks the sidecar, which probes the sandbox
         assert isinstance(again, Applied)
 
         deadline = time.monotonic() + 30
@@ -165,7 +170,7 @@ def test_a_tool_call_and_the_sidecars_work_on_it_are_one_trace(
     tools = [s for s in ours if s.name == "execute_tool payment_intents.create"]
     assert len(tools) == 2
     assert {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "payment_intents.create",
-            "gen_ai.tool.call.id": "call-1", "reconciler.operation_id": OPERATION
+            "gen_ai.tool.call.id": f"call-{ORDER}", "reconciler.operation_id": OPERATION
             }.items() <= dict(tools[0].attributes or {}).items()
     assert (tools[1].attributes or {})["reconciler.verdict"] == "verified_applied"
     # Each sidecar call is the child of the worker's client span that sent it.
@@ -178,9 +183,10 @@ def test_a_tool_call_and_the_sidecars_work_on_it_are_one_trace(
     verdicts = [s.attributes["reconciler.verdict"] for s in theirs
                 if s.name == "reconciler.verdict"]
     assert "verified_applied" in verdicts
-    # Identities and verdicts only: no argument, key material or credential anywhere.
+    # Identities and verdicts only (the order is in the operation id the caller chose): no
+    # other argument, body field or credential anywhere.
     values = repr([dict(s.attributes or {}) for s in ours] + [s.attributes for s in theirs])
-    for secret in (ORDER, "1200", STRIPE_KEY, TOKEN, "pm_card_visa"):
+    for secret in ("1200", "eur", "pm_card_visa", STRIPE_KEY, TOKEN):
         assert secret not in values, secret
 
 
@@ -192,3 +198,17 @@ def test_spans_keep_only_the_attributes_named_for_identities_and_verdicts() -> N
     assert kept == {"reconciler.verdict": "indeterminate",
                     "reconciler.findings": ["probe_blind"]}
 
+
+
+@pytest.mark.parametrize("variables", [
+    {}, {"OTEL_SERVICE_NAME": "reconciler-sidecar"},
+    {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_SDK_DISABLED": "true"},
+    {"OTEL_TRACES_EXPORTER": "none"}])
+def test_the_sidecar_exports_nothing_unless_a_variable_names_an_exporter(
+        variables: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT",
+                 "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SDK_DISABLED"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert tracing.configure_from_env() is False
