@@ -191,6 +191,39 @@ def _check_sight(report: ConfigReport, lines: _Lines, actions: list[SeenAction],
         report.problems.append(Problem(problem.level, where, problem.message))
 
 
+#: The option an error is about (probes.options: "option 'url' must be a string").
+_OPTION = re.compile(r"option '([^']+)'")
+
+
+def _every_error(name: str, piece: dict[str, Any], env: Mapping[str, str] | None,
+                 source: str) -> list[str]:
+    """Every error of one piece (the contract, or one probe), not only the first a build
+    raises: the option an error names is set aside and the piece built again, until it builds,
+    an error names no option of it, or names one set aside (a required option it now lacks:
+    not a mistake of its own). Bounded by the piece's options."""
+    entries = piece.get("probes")
+    if entries is not None and not isinstance(entries[0], Mapping):
+        entries, table = None, piece  # not a table: nothing to set aside, one error
+    else:
+        table = dict(entries[0]) if entries else dict(piece)
+    errors: list[str] = []
+    for _ in range(len(table) + 1):
+        try:
+            parse_config({"providers": {name: {"probes": [table]} if entries else table}}, env,
+                         source=source)
+            break
+        except ProbeConfigError as exc:
+            message = str(exc)
+        named = _OPTION.search(message)
+        if named is not None and named.group(1) not in table and errors:
+            break  # a follow-on of an option set aside
+        errors.append(message)
+        if named is None or named.group(1) not in table:
+            break
+        del table[named.group(1)]
+    return errors
+
+
 def _check_provider(report: ConfigReport, lines: _Lines, name: str, table: Any,
                     env: Mapping[str, str] | None) -> None:
     source = str(report.path)
@@ -206,11 +239,9 @@ def _check_provider(report: ConfigReport, lines: _Lines, name: str, table: Any,
     if isinstance(entries, list):
         pieces += [(i, {"probes": [entry]}) for i, entry in enumerate(entries)]
     for index, piece in pieces:
-        try:
-            parse_config({"providers": {name: piece}}, env, source=source)
-        except ProbeConfigError as exc:
+        for error in _every_error(name, piece, env, source):
             parts_ok = False
-            message = str(exc).removeprefix(f"{source}: ")
+            message = error.removeprefix(f"{source}: ")
             if index is not None:
                 message = message.replace(f"providers.{name}.probes[0]",
                                           f"providers.{name}.probes[{index}]", 1)
