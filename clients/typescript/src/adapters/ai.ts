@@ -14,11 +14,17 @@
  * returns what happened and what not to do (a string the model reads) instead of throwing: the
  * SDK would hand the model the bare error and let it call again.
  */
-import type { ToolExecutionOptions } from "ai";
-
 import { ToolOutcome, type ToolArguments, type ToolEffects } from "../tools.js";
 
-export type Scope<C> = (options: ToolExecutionOptions<C>) => string;
+/** What this adapter reads of the options `ai` passes an execute function (ai 5 to 7's
+ * `ToolExecutionOptions`), by shape: no type of `ai` is imported, so any of them fits. */
+export interface CallOptions {
+  toolCallId: string;
+  context?: unknown;
+  experimental_context?: unknown;
+}
+
+export type Scope<O extends CallOptions> = (options: O) => string;
 
 function runIdOf(context: unknown): string | undefined {
   const found = typeof context === "object" && context !== null
@@ -29,9 +35,8 @@ function runIdOf(context: unknown): string | undefined {
 /** The run a call belongs to: the `runId` of the tool's context (ai 7: the tool's
  * `contextSchema`, given per tool in `toolsContext`; ai 5 and 6: `experimental_context`). Give
  * `scope` when neither is set. */
-export function contextScope<C>(options: ToolExecutionOptions<C>): string {
-  const legacy = (options as { experimental_context?: unknown }).experimental_context;
-  const found = runIdOf(options.context) ?? runIdOf(legacy);
+export function contextScope(options: CallOptions): string {
+  const found = runIdOf(options.context) ?? runIdOf(options.experimental_context);
   if (found === undefined) {
     throw new TypeError("reconciledExecute: no run id: give the tool a context with a runId " +
       "(`toolsContext`), or give a `scope` function");
@@ -40,11 +45,11 @@ export function contextScope<C>(options: ToolExecutionOptions<C>): string {
 }
 
 /** `execute`, gated by `effects` as the tool `name`. */
-export function reconciledExecute<I extends ToolArguments, O, C = unknown>(
+export function reconciledExecute<I extends ToolArguments, R, O extends CallOptions = CallOptions>(
   effects: ToolEffects, name: string,
-  execute: (input: I, options: ToolExecutionOptions<C>) => Promise<O>,
-  scope: Scope<C> = contextScope,
-): (input: I, options: ToolExecutionOptions<C>) => Promise<O | string> {
+  execute: (input: I, options: O) => Promise<R>,
+  scope: Scope<O> = contextScope,
+): (input: I, options: O) => Promise<R | string> {
   return async (input, options) => {
     const result = await effects.run(scope(options), name, input,
       () => execute(input, options), options.toolCallId);

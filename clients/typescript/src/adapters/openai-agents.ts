@@ -15,21 +15,25 @@
  * to do instead, and a repeat with the record's answer; only errors raised before anything was
  * sent reach the tool's `errorFunction`.
  */
-import type { RunContext } from "@openai/agents";
-
 import { ToolOutcome, type ToolArguments, type ToolEffects } from "../tools.js";
 
-/** What the SDK passes an execute function after the input (its `ToolCallDetails`). */
+/** What this adapter reads of the run context the SDK passes an execute function (its
+ * `RunContext`), by shape: no type of the SDK is imported. */
+export interface RunContextLike {
+  context?: unknown;
+}
+
+/** What the SDK passes an execute function after the run context (its `ToolCallDetails`). */
 export interface CallDetails {
   toolCall?: { callId?: string };
 }
 
-export type Scope<C> = (context: RunContext<C> | undefined) => string;
+export type Scope<X extends RunContextLike> = (context: X | undefined) => string;
 
 /** The run a call belongs to: the run context's `runId` (attribute or key, as the Python
  * adapter reads it). Give `scope` when it is not set. */
-export function contextScope<C>(context: RunContext<C> | undefined): string {
-  const inner = context?.context as unknown;
+export function contextScope(context: RunContextLike | undefined): string {
+  const inner = context?.context;
   const found = typeof inner === "object" && inner !== null
     ? (inner as Record<string, unknown>).runId : undefined;
   if (typeof found !== "string" || !found) {
@@ -40,11 +44,12 @@ export function contextScope<C>(context: RunContext<C> | undefined): string {
 }
 
 /** `execute`, gated by `effects` as the tool `name`. */
-export function reconciledExecute<I extends ToolArguments, O, C = unknown>(
+export function reconciledExecute<I extends ToolArguments, R,
+  X extends RunContextLike = RunContextLike>(
   effects: ToolEffects, name: string,
-  execute: (input: I, context?: RunContext<C>, details?: CallDetails) => Promise<O>,
-  scope: Scope<C> = contextScope,
-): (input: I, context?: RunContext<C>, details?: CallDetails) => Promise<O | string> {
+  execute: (input: I, context?: X, details?: CallDetails) => Promise<R>,
+  scope: Scope<X> = contextScope,
+): (input: I, context?: X, details?: CallDetails) => Promise<R | string> {
   return async (input, context, details) => {
     const result = await effects.run(scope(context), name, input,
       () => execute(input, context, details), details?.toolCall?.callId);
