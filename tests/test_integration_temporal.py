@@ -72,7 +72,7 @@ class Charges:
             backend=self.store, replay=replayed,
             params=lambda order: self.body(keyed, activity_operation()))
 
-    async def charge(self, order: str) -> dict[str, Any]:
+    def charge_sync(self, order: str) -> dict[str, Any]:
         """The activity: one PaymentIntent, sent as its intent says."""
         call = current_call()
         assert call is not None and order == self.order
@@ -80,8 +80,11 @@ class Charges:
         payments = Payments(self.sandbox.url, self.faults, keyed=True,
                             http=httpx.Client(timeout=5.0, headers=SANDBOX_KEY))
         keyed = call.intent.idempotency_key is not None
-        return await asyncio.to_thread(payments.send, self.body(keyed, call.operation_id),
-                                       call.intent.idempotency_key)
+        return payments.send(self.body(keyed, call.operation_id), call.intent.idempotency_key)
+
+    async def charge(self, order: str) -> dict[str, Any]:
+        """The same activity, async (as most are)."""
+        return await asyncio.to_thread(self.charge_sync, order)  # current_call() goes along
 
     def at_provider(self, keyed: bool) -> list[str]:
         operation = engine_operation("temporal", self.workflow_id, "1") if keyed else ""
@@ -116,6 +119,16 @@ def test_attempt_two_of_an_activity_that_failed_before_the_provider_committed_se
     with pytest.raises(httpx.HTTPStatusError):
         charges.attempt(1)
     result = charges.attempt(2)
+    assert charges.sends == 2
+    assert charges.at_provider(keyed=True) == [result["id"]]
+
+
+def test_a_sync_activity_is_gated_alike(charges: Charges) -> None:
+    charges.faults.append("fail_before_commit")
+    activity = charges.effect(keyed=True).wrap(charges.charge_sync, "charge")
+    with pytest.raises(httpx.HTTPStatusError):
+        charges.environment(1).run(activity, charges.order)
+    result = charges.environment(2).run(activity, charges.order)
     assert charges.sends == 2
     assert charges.at_provider(keyed=True) == [result["id"]]
 
