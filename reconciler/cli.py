@@ -3,19 +3,72 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, ClassVar
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from reconciler import terminal
-from reconciler.fixtures import fixture_files
-from reconciler.ops import ops
-from reconciler.replay import ExpectResult, ReplayReport, replay
 from reconciler.schedule import DEFAULT_POLICY
 
+if TYPE_CHECKING:
+    from typer._click import Context, HelpFormatter
+
+    from reconciler.replay import ExpectResult, ReplayReport
+
+# Every command imports what it uses when it runs: `reconciler --help` and `--version` stay
+# within 0.3 s of CPU (bench/cli.py measures it; tests/test_cli_imports.py checks that no web
+# framework, database toolkit or HTTP client is imported to answer them).
+
+
+def _ops() -> typer.Typer:
+    import reconciler.ops_list  # noqa: F401  (adds `ops list` to the group)
+    from reconciler.ops import ops
+
+    return ops
+
+
+class _Root(TyperGroup):
+    """The root group. Its LAZY groups are imported when a command of theirs runs (or their
+    own help is asked for); the root's help lists them with the help given here."""
+
+    LAZY: ClassVar[dict[str, tuple[str, Callable[[], typer.Typer]]]] = {
+        "ops": ("Act on what waits on a human, against a running sidecar (RECONCILER_URL, "
+                "RECONCILER_TOKEN).", _ops),
+    }
+    listing = False
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        names = super().list_commands(ctx)
+        # Where typer lists an added group: after the commands, before the groups.
+        first_group = next((i for i, name in enumerate(names)
+                            if isinstance(self.commands[name], TyperGroup)), len(names))
+        lazy = [name for name in self.LAZY if name not in self.commands]
+        return names[:first_group] + lazy + names[first_group:]
+
+    def get_command(self, ctx: Context, cmd_name: str) -> TyperCommand | TyperGroup | None:
+        if cmd_name in self.LAZY and cmd_name not in self.commands:
+            help_text, load = self.LAZY[cmd_name]
+            if self.listing:
+                return TyperCommand(cmd_name, help=help_text)
+            group = typer.main.get_group(load())
+            group.name = cmd_name
+            self.commands[cmd_name] = group
+        return super().get_command(ctx, cmd_name)  # type: ignore[return-value]
+
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        self.listing = True
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            self.listing = False
+
+
 app = typer.Typer(
+    cls=_Root,
     help="Effect-receipt reconciler: record intents, probe providers, gate every retry.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -26,9 +79,6 @@ app = typer.Typer(
     # Inherited by every subcommand's context: `-h` wherever `--help` is.
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-
-app.add_typer(ops, name="ops")
-
 
 class LogLevel(StrEnum):
     debug = "debug"
@@ -132,6 +182,9 @@ def replay_command(
         "--format", help="table: one row per expect; json: machine-readable.")] = Format.table,
 ) -> None:
     """Replay SPEC-format NDJSON fixtures on a virtual clock and compare each `expect`."""
+    from reconciler.fixtures import fixture_files
+    from reconciler.replay import replay
+
     missing = [p for p in paths if not p.exists()]
     if missing:
         typer.echo(f"error: no such file or directory: {', '.join(map(str, missing))}",

@@ -11,9 +11,10 @@ from __future__ import annotations
 import io
 import shutil
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:
+    from rich.console import Console
 
 MAX_WIDTH = 100
 
@@ -25,6 +26,9 @@ def width() -> int:
 
 def console(columns: int | None = None) -> Console:
     """A console for plain text lines, wrapped at `columns` (default: `width()`)."""
+    # rich is imported when a command prints, not for `reconciler --help` (reconciler/cli.py).
+    from rich.console import Console
+
     return Console(width=columns or width(), highlight=False, soft_wrap=False)
 
 
@@ -32,6 +36,9 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[str]], *, title: str |
           max_width: int | None = None) -> str:
     """`rows` under the `columns` headings, as text no wider than `max_width` (default:
     `width()`), trailing spaces stripped."""
+    from rich.console import Console
+    from rich.table import Table
+
     grid = Table(title=title, title_justify="left", box=None, pad_edge=False,
                  header_style="bold")
     for name in columns:

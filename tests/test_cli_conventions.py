@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import click
 import httpx
 import pytest
 import typer
 from alembic.script import ScriptDirectory
+from typer.core import TyperGroup
 from typer.testing import CliRunner
 
 from reconciler.cli import app
@@ -28,14 +28,20 @@ from service_harness import serving_process
 runner = CliRunner()
 
 
-def command_paths(group: click.Group, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
-    for name, command in group.commands.items():
+def command_paths(group: TyperGroup, prefix: tuple[str, ...] = ()
+                  ) -> Iterator[tuple[str, ...]]:
+    """Every command and group, those of groups loaded when used (`ops`) included."""
+    ctx = typer.Context(group)
+    for name in group.list_commands(ctx):
         yield (*prefix, name)
-        if isinstance(command, click.Group):
+        command = group.get_command(ctx, name)
+        if isinstance(command, TyperGroup):
             yield from command_paths(command, (*prefix, name))
 
 
-COMMANDS = [(), *command_paths(typer.main.get_command(app))]  # type: ignore[arg-type]
+ROOT = typer.main.get_command(app)
+assert isinstance(ROOT, TyperGroup)
+COMMANDS = [(), *command_paths(ROOT)]
 
 
 def test_version_prints_the_release() -> None:

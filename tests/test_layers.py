@@ -23,7 +23,7 @@ LAYERS: list[set[str]] = [
     {"gate", "sweep", "prune"},                                 # built on the ledger
     {"runtime", "client", "replay", "sandbox", "health_check"},  # drivers of the above
     {"service", "demo", "testing", "ops", "configsight"},       # what a user runs or imports
-    {"chaos", "configcheck", "effect_backends"},                # built on the service and demo
+    {"chaos", "configcheck", "effect_backends", "ops_list"},    # built on the service, demo, ops
     {"effect"},                                                 # @effect, on either backend
     {"integrations"},                                           # the frameworks' adapters
     {"mcpproxy"},                                               # the reconciling MCP proxy
