@@ -55,6 +55,9 @@ export interface ClientOptions {
   /** Per request, in ms: short, since the sidecar is local and a worker must not hang on its
    * bookkeeping (default 5000). */
   timeoutMs?: number;
+  /** For `reconcile`, which runs the operation's probes at the provider, each bounded by the
+   * sidecar's probe timeout (10 s by default), in ms (default 30000). */
+  reconcileTimeoutMs?: number;
   /** How many times a 503 with Retry-After (the sidecar's admission limit: nothing was
    * processed) is sent again after the pause it asks (default 3; 0: never). */
   overloadRetries?: number;
@@ -96,6 +99,7 @@ export class ReconcilerClient implements Recorder {
   readonly baseUrl: string;
   readonly #headers: Record<string, string>;
   readonly #timeoutMs: number;
+  readonly #reconcileTimeoutMs: number;
   readonly #overloadRetries: number;
   readonly #maxRetryAfterMs: number;
   readonly #fetch: typeof fetch;
@@ -106,6 +110,7 @@ export class ReconcilerClient implements Recorder {
     const token = options.token ?? process.env.RECONCILER_TOKEN;
     this.#headers = token ? { Authorization: `Bearer ${token}` } : {};
     this.#timeoutMs = options.timeoutMs ?? 5000;
+    this.#reconcileTimeoutMs = options.reconcileTimeoutMs ?? 30_000;
     this.#overloadRetries = options.overloadRetries ?? 3;
     this.#maxRetryAfterMs = options.maxRetryAfterMs ?? 10_000;
     this.#fetch = options.fetch ?? fetch;
@@ -114,7 +119,7 @@ export class ReconcilerClient implements Recorder {
   /** One request; a 503 carrying Retry-After is sent again after that pause, a bounded
    * number of times (the sidecar's admission answers it before reading the request). */
   async request(method: string, path: string, body?: unknown,
-    query?: Record<string, string>): Promise<Response> {
+    query?: Record<string, string>, timeoutMs = this.#timeoutMs): Promise<Response> {
     const url = new URL(this.baseUrl + path);
     for (const [name, value] of Object.entries(query ?? {})) url.searchParams.set(name, value);
     for (let tries = 0; ; tries++) {
@@ -123,7 +128,7 @@ export class ReconcilerClient implements Recorder {
         headers: body === undefined ? this.#headers
           : { ...this.#headers, "Content-Type": "application/json" },
         body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(this.#timeoutMs),
+        signal: AbortSignal.timeout(timeoutMs),
       });
       const pause = response.status === 503
         ? retryAfterMs(response.headers.get("Retry-After")) : undefined;
@@ -196,8 +201,8 @@ export class ReconcilerClient implements Recorder {
   }
 
   async reconcile(operationId: string): Promise<OperationOut> {
-    return this.#json(
-      await this.request("POST", operationPath(operationId, "/reconcile")), operationId);
+    return this.#json(await this.request("POST", operationPath(operationId, "/reconcile"),
+      undefined, undefined, this.#reconcileTimeoutMs), operationId);
   }
 
   async resolve(operationId: string, resolution: ResolutionIn): Promise<Reply<OperationOut>> {

@@ -24,7 +24,7 @@ after(async () => stack.close());
 
 it("a keyless charge that times out after the provider applied it, repeated, is one charge",
   async () => {
-    const payments = new Payments(stripeFor(stack.sandbox.url, 1500));
+    const payments = new Payments(stripeFor(stack.sandbox.url, 3000));
     // Keyless: Stripe gets no key of ours to deduplicate by; only the gate stands between the
     // model's repeat and a second charge. Tagged: the probes find the charge by the id.
     const effects = new ToolEffects({
@@ -37,7 +37,6 @@ it("a keyless charge that times out after the provider applied it, repeated, is 
       contextSchema: z.object({ runId: z.string() }),
       execute: reconciledExecute(effects, "charge", (args) => payments.charge(args)),
     });
-    await stack.sandbox.configure({ hold_s: 5 });
     await stack.sandbox.arm("lose_response"); // committed, then no answer: the SDK times out
 
     const result = await generateText({

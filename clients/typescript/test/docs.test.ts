@@ -47,9 +47,8 @@ describe("the examples run", () => {
 
   it("README: chargeOnce after a lost answer is answered from the record: one charge",
     async () => {
-      await stack.sandbox.configure({ hold_s: 5 });
       await stack.sandbox.arm("lose_response");
-      const answer = await chargeOnce(stripeFor(stack.sandbox.url), "R-1", 1200);
+      const answer = await chargeOnce(stripeFor(stack.sandbox.url, 3000), "R-1", 1200);
       const charges = await stack.sandbox.charges("charge-R-1");
       assert.equal(charges.length, 1);
       assert.ok(answer instanceof Applied);

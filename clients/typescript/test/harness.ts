@@ -87,10 +87,6 @@ export class Sandbox {
     return this.#post("/_sandbox/faults", { provider: "pay", fault });
   }
 
-  configure(fields: Record<string, unknown>): Promise<void> {
-    return this.#post("/_sandbox/config", fields);
-  }
-
   /** The PaymentIntents stored for `operationId` (its `metadata[operation_id]`): the effects
    * counted where they happen. */
   async charges(operationId: string): Promise<SandboxObject[]> {
@@ -105,9 +101,10 @@ export class Sandbox {
  * Stripe's official Node SDK against the sandbox, unchanged but for its base URL: the SDK takes
  * a host and port, not a path, so its fetch is given the sandbox's Stripe root (/pay), as the
  * Python tests give `base_addresses={"api": URL + "/pay"}`. No retries of its own: a retry is
- * the gate's to grant.
+ * the gate's to grant. A test of a lost answer gives a timeout shorter than the sandbox's hold
+ * (`lose_response`: 30 s, ended when the sandbox stops).
  */
-export function stripeFor(sandboxUrl: string, timeoutMs = 1500): Stripe {
+export function stripeFor(sandboxUrl: string, timeoutMs = 20_000): Stripe {
   const base = new URL(sandboxUrl);
   const toSandbox: typeof fetch = (input, init) => fetch(
     String(input).replace(`${base.origin}/v1/`, `${base.origin}/pay/v1/`), init);
