@@ -52,36 +52,42 @@ def _intent_body(op: str) -> dict[str, object]:
             "provider": "pay", "action": "charge", "effect": "non_idempotent"}
 
 
+ZERO: dict[str, object] = {"kind": "observation", "probe": "lookup", "authority": "authoritative"}
+
+
 def _attempt_body(op: str) -> dict[str, object]:
     return {"attempt": 1, "idempotency_key": f"key-{op}", "request_hash": H,
             "outcome": "timeout"}
 
 
-def test_an_attempt_racing_its_intent_is_404_or_recorded(sidecar: Sidecar) -> None:
-    def race(n: int) -> tuple[httpx.Response, httpx.Response]:
+def _race(sidecar: Sidecar, op: str, path: str, body: dict[str, object]
+          ) -> tuple[httpx.Response, httpx.Response]:
+    """The intent of `op` and a POST to its `path`, sent at the same moment."""
+    start = Barrier(2, timeout=30)
+
+    def post(url: str, json: dict[str, object]) -> httpx.Response:
+        start.wait()
+        return sidecar.http.post(url, json=json)
+
+    with ThreadPoolExecutor(2) as pair:
+        made = pair.submit(post, "/v1/operations", _intent_body(op))
+        tried = pair.submit(post, f"/v1/operations/{op}/{path}", body)
+        return made.result(timeout=60), tried.result(timeout=60)
+
+
+@pytest.mark.parametrize(("path", "listed"), [("attempts", "attempts"),
+                                              ("evidence", "evidence")])
+def test_a_fact_racing_its_intent_is_404_or_recorded(sidecar: Sidecar, path: str,
+                                                     listed: str) -> None:
+    for n in range(RACES):
         op = f"race-{n}"
-        start = Barrier(2, timeout=30)
-
-        def intent() -> httpx.Response:
-            start.wait()
-            return sidecar.http.post("/v1/operations", json=_intent_body(op))
-
-        def attempt() -> httpx.Response:
-            start.wait()
-            return sidecar.http.post(f"/v1/operations/{op}/attempts", json=_attempt_body(op))
-
-        with ThreadPoolExecutor(2) as pair:
-            made, tried = pair.submit(intent), pair.submit(attempt)
-            return made.result(timeout=60), tried.result(timeout=60)
-
-    answers = [race(n) for n in range(RACES)]
-    for n, (made, tried) in enumerate(answers):
+        made, tried = _race(sidecar, op, path, _attempt_body(op) if path == "attempts" else ZERO)
         assert made.status_code == 201, made.text
-        recorded = sidecar.get(f"/v1/operations/race-{n}")["attempts"]
+        recorded = sidecar.get(f"/v1/operations/{op}")[listed]
         if tried.status_code == 201:
             assert len(recorded) == 1
         else:
-            # Refused as an attempt for an operation not yet recorded: nothing of it kept.
+            # Refused as a fact about an operation not yet recorded: nothing of it kept.
             assert_problem(tried, 404, "unknown-operation")
             assert recorded == []
 

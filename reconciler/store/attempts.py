@@ -91,14 +91,8 @@ def settle(conn: Connection, attempt: Attempt, due: dict[str, Any],
     found = conn.execute(ATTEMPT_NUMBERED, {"op": attempt.operation_id,
                                             "number": attempt.number}).all()
     if not found:
-        # The number is free and the intent is there now: it was not when the insert ran (its
-        # transaction committed in between: the attempt was posted before the intent's answer
-        # came). Refused as if it had come a moment earlier, with nothing written; the caller
-        # posts it again once the intent is answered.
-        raise UnknownOperationError(
-            f"no intent was recorded for operation {attempt.operation_id!r} when this attempt "
-            "arrived (it was being recorded at the same moment); wait for the intent's answer, "
-            "then post the attempt again", operation_id=attempt.operation_id) from refused
+        # The number is free and the intent is there now: it was not when the insert ran.
+        raise ahead_of_intent(attempt.operation_id, "attempt") from refused
     kept = [rows.attempt_of(row) for row in found]
     attempt = reports.as_reported(kept, attempt)
     if reports.repeats(kept, attempt):
@@ -113,6 +107,17 @@ def settle(conn: Connection, attempt: Attempt, due: dict[str, Any],
             attempt, max(row.report for row in found) + 1))
     conn.execute(DUE_ON_DISPATCH, due)
     return True
+
+
+def ahead_of_intent(operation_id: str, fact: str) -> UnknownOperationError:
+    """A fact (an attempt, evidence) the foreign key refused while its intent was being
+    recorded: the intent's transaction committed in between (the fact was posted before the
+    intent's answer came). Refused as if it had come a moment earlier, with nothing written;
+    the caller posts it again once the intent is answered."""
+    return UnknownOperationError(
+        f"no intent was recorded for operation {operation_id!r} when this {fact} arrived (it "
+        f"was being recorded at the same moment); wait for the intent's answer, then post the "
+        f"{fact} again", operation_id=operation_id)
 
 
 def _complete(conn: Connection, row: int, done: Attempt) -> bool:

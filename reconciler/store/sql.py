@@ -199,10 +199,10 @@ class SqlStore:
     def record_evidence(self, evidence: Evidence) -> None:
         try:
             self.commit(appending(evidence), evidence.operation_id)
-        except IntegrityError:
+        except IntegrityError as exc:
             with self.reading() as conn:  # not the write lock: Wiring.call may run this on the loop
                 decisions.head(conn, evidence.operation_id)
-            raise
+            raise attempts.ahead_of_intent(evidence.operation_id, "evidence") from exc
 
     def facts(self, operation_id: str) -> Facts:
         with self.reading() as conn:
