@@ -17,7 +17,18 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from bench import claims, console, history, intents, over_http, peers, reconcile, replicas, scale
+from bench import (
+    claims,
+    cli,
+    console,
+    history,
+    intents,
+    over_http,
+    peers,
+    reconcile,
+    replicas,
+    scale,
+)
 from bench.harness import Benchmark, Context, Outcome, progress
 from bench.machine import describe
 from bench.report import plot, write_results
@@ -32,6 +43,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     replicas.NAME: replicas.run,
     peers.NAME: peers.run,
     history.NAME: history.run,
+    cli.NAME: cli.run,
 }
 HERE = Path(__file__).resolve().parent
 DEFAULT_PG = os.environ.get("RECONCILER_TEST_PG",

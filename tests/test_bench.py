@@ -173,4 +173,4 @@ def test_the_summary_lists_every_ratio_and_every_failure() -> None:
     assert "slow: 2.00x (target <= 1.5x) MISSED" in text
     assert "broken" in text and "1 of 2 targets met" in text
     assert set(BENCHMARKS) == {"intents", "http", "reconcile", "scale", "claims", "replicas",
-                               "console", "peers", "history"}
+                               "console", "peers", "history", "cli"}
