@@ -11,10 +11,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * Healthz
-         * @description Liveness: the process serves. Open without a token.
-         */
+        /** Healthz */
         get: operations["healthz_healthz_get"];
         put?: never;
         post?: never;
@@ -31,11 +28,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * Metrics
-         * @description Prometheus metrics. The reconcile lag, what waits on a human and the runs by state are
-         *     measured at each scrape.
-         */
+        /** Metrics */
         get: operations["metrics_metrics_get"];
         put?: never;
         post?: never;
@@ -52,12 +45,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * Readyz
-         * @description Readiness: the receipt store answers a query on its own tables (an empty or foreign
-         *     database where the store should be is not ready: every write would fail), and commits a
-         *     write (a full disk or a read-only database answers reads while refusing every intent).
-         */
+        /** Readyz */
         get: operations["readyz_readyz_get"];
         put?: never;
         post?: never;
@@ -74,17 +62,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List Operations
-         * @description Operations in id order, filtered by cached verdict, provider and whether a human must
-         *     act (`escalated`); each item says why a human should look at it.
-         */
+        /** List Operations */
         get: operations["list_operations_v1_operations_get"];
         put?: never;
-        /**
-         * Record Intent
-         * @description Record an intent before dispatch (the time is the server's).
-         */
+        /** Record Intent */
         post: operations["record_intent_v1_operations_post"];
         delete?: never;
         options?: never;
@@ -99,10 +80,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * Get Operation
-         * @description Intent, attempts, evidence timeline, verdict, findings and next action, decided now.
-         */
+        /** Get Operation */
         get: operations["get_operation_v1_operations__operation_id__get"];
         put?: never;
         post?: never;
@@ -121,12 +99,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Record Approval
-         * @description A human approves the next retry of an action that cannot be compensated. The actor
-         *     recorded is the credential's name (`actor` in the body is ignored when a credential is
-         *     used).
-         */
+        /** Record Approval */
         post: operations["record_approval_v1_operations__operation_id__approval_post"];
         delete?: never;
         options?: never;
@@ -143,17 +116,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Record Attempt
-         * @description Record one dispatch and what the caller saw of it. Two phases: `dispatching` before the
-         *     first byte leaves, then the same attempt with its outcome. Opening attempt n>=2 presents
-         *     its retry grant's `holder` and `grant` token, and is refused with 409 `retry-not-granted`
-         *     (do not send) without the live grant: none asked, expired, another's, or its verdict
-         *     changed since. An attempt n>=2 reported whole after it was sent is recorded all the same
-         *     (`ungranted` unless sent under the grant). An identical repeat is 200. Any other report
-         *     of a recorded attempt (a late answer after a timeout, two reports racing) is kept beside
-         *     it, 201: never refused, since a 2xx in any report is a success claim (SPEC section 4).
-         */
+        /** Record Attempt */
         post: operations["record_attempt_v1_operations__operation_id__attempts_post"];
         delete?: never;
         options?: never;
@@ -170,14 +133,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Record Compensation
-         * @description A human records that a duplicate's extra effect was compensated, with the
-         *     compensation's reference at the provider: the verdict stays duplicate_effect, the next
-         *     action becomes `compensated` and the operation leaves the human queue (until a further
-         *     effect appears). 409 when the operation is not a duplicate_effect. The actor recorded is
-         *     the credential's name.
-         */
+        /** Record Compensation */
         post: operations["record_compensation_v1_operations__operation_id__compensation_post"];
         delete?: never;
         options?: never;
@@ -194,11 +150,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Record Evidence
-         * @description Record a receipt or an observation made outside the sidecar's own probes (provider
-         *     evidence: the `evidence` role).
-         */
+        /** Record Evidence */
         post: operations["record_evidence_v1_operations__operation_id__evidence_post"];
         delete?: never;
         options?: never;
@@ -215,10 +167,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Reconcile
-         * @description Run the operation's probes now (each bounded by the probe timeout) and decide again.
-         */
+        /** Reconcile */
         post: operations["reconcile_v1_operations__operation_id__reconcile_post"];
         delete?: never;
         options?: never;
@@ -235,11 +184,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Record Resolution
-         * @description A human's decision; it stands until newer evidence arrives. The actor recorded is the
-         *     credential's name (`actor` in the body is ignored when a credential is used).
-         */
+        /** Record Resolution */
         post: operations["record_resolution_v1_operations__operation_id__resolution_post"];
         delete?: never;
         options?: never;
@@ -256,11 +201,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Ask Retry
-         * @description Ask before a retry. 200 with `allowed` true (you hold the lease) or false; 409 while
-         *     another caller holds the lease; 422 when the key or hash is not the intent's.
-         */
+        /** Ask Retry */
         post: operations["ask_retry_v1_operations__operation_id__retry_post"];
         delete?: never;
         options?: never;
@@ -275,23 +216,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * List Runs
-         * @description Runs in id order, filtered by state, correlation id and health, `limit` at a time.
-         */
+        /** List Runs */
         get: operations["list_runs_v1_runs_get"];
         put?: never;
-        /**
-         * Create Run
-         * @description Create a run (the agent's configuration, overridden by `config`) and work on it until it
-         *     completes, stops, waits for a human or reaches `deadline_s`. 409 if `run_id` is taken.
-         *     Streamed (`stream`, or Accept: text/event-stream): every event of the run as it happens.
-         *
-         *     Seed 003's long tasks (`long_task`, or `databricks_options.long_task`): a streamed run that
-         *     pauses for the deadline ends its stream with the `response.output_item.done` event of a
-         *     `task_continue_request`; the follow-up is a request with `messages` instead of `input`,
-         *     holding that item and a `task_continue_response` with its id (200, the run goes on).
-         */
+        /** Create Run */
         post: operations["create_run_v1_runs_post"];
         delete?: never;
         options?: never;
@@ -306,11 +234,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * Get Run
-         * @description The run and its events after sequence number `after` (a pending approval past its
-         *     timeout is timed out first).
-         */
+        /** Get Run */
         get: operations["get_run_v1_runs__run_id__get"];
         put?: never;
         post?: never;
@@ -329,12 +253,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Approve
-         * @description Decide the call the run waits for, then go on. applied: the provider did it (its result
-         *     comes from the evidence). not_applied: it did not; re-sending is approved (the retry gate
-         *     still decides). approve_retry: approve a re-send without saying what happened.
-         */
+        /** Approve */
         post: operations["approve_v1_runs__run_id__approve_post"];
         delete?: never;
         options?: never;
@@ -351,11 +270,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Cancel
-         * @description Cancel the run: a model or tool call in flight in this process is stopped, pending calls
-         *     get a result saying so. Cancelling a cancelled run changes nothing; a completed one is 409.
-         */
+        /** Cancel */
         post: operations["cancel_v1_runs__run_id__cancel_post"];
         delete?: never;
         options?: never;
@@ -372,11 +287,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Continue Run
-         * @description Answer the run's task_continue_request with its id: the run goes on. An id that is not
-         *     the pending one, or was answered already, is 409.
-         */
+        /** Continue Run */
         post: operations["continue_run_v1_runs__run_id__continue_post"];
         delete?: never;
         options?: never;
@@ -391,12 +302,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * Follow Run
-         * @description The run's events as server-sent events, after `Last-Event-ID` (or `after`): first from
-         *     the journal, then as they are appended, until the run comes to rest (completed, stopped,
-         *     waiting for a human, paused for a continue request). Where a lost stream reconnects.
-         */
+        /** Follow Run */
         get: operations["follow_run_v1_runs__run_id__events_get"];
         put?: never;
         post?: never;
@@ -415,10 +321,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Reject
-         * @description Refuse the call the run waits for: it is not run, the model is told so and goes on.
-         */
+        /** Reject */
         post: operations["reject_v1_runs__run_id__reject_post"];
         delete?: never;
         options?: never;
@@ -435,12 +338,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Resume
-         * @description Re-queue a failed, cancelled or timed-out run (with configuration changes, e.g. a larger
-         *     budget) and work on it. A live run nobody works on (its worker died) is picked up where its
-         *     events say it is; 409 while another worker's lease on it runs.
-         */
+        /** Resume */
         post: operations["resume_v1_runs__run_id__resume_post"];
         delete?: never;
         options?: never;
@@ -457,11 +355,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Github Webhook
-         * @description A GitHub delivery (the webhook's secret in RECONCILER_WEBHOOK_SECRET_GITHUB; content
-         *     type application/json).
-         */
+        /** Github Webhook */
         post: operations["github_webhook_v1_webhooks_github_post"];
         delete?: never;
         options?: never;
@@ -478,10 +372,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Jira Webhook
-         * @description A Jira Cloud admin webhook's delivery (its secret in RECONCILER_WEBHOOK_SECRET_JIRA).
-         */
+        /** Jira Webhook */
         post: operations["jira_webhook_v1_webhooks_jira_post"];
         delete?: never;
         options?: never;
@@ -498,11 +389,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Postmark Webhook
-         * @description A Postmark webhook (Basic credentials `user:password` in
-         *     RECONCILER_WEBHOOK_SECRET_POSTMARK).
-         */
+        /** Postmark Webhook */
         post: operations["postmark_webhook_v1_webhooks_postmark_post"];
         delete?: never;
         options?: never;
@@ -519,11 +406,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Slack Webhook
-         * @description A Slack Events API delivery (the app's signing secret in
-         *     RECONCILER_WEBHOOK_SECRET_SLACK).
-         */
+        /** Slack Webhook */
         post: operations["slack_webhook_v1_webhooks_slack_post"];
         delete?: never;
         options?: never;
@@ -540,10 +423,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Standard Webhook
-         * @description A Standard Webhooks delivery from `provider`.
-         */
+        /** Standard Webhook */
         post: operations["standard_webhook_v1_webhooks_standard__provider__post"];
         delete?: never;
         options?: never;
@@ -560,10 +440,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Stripe Webhook
-         * @description A Stripe event (an endpoint's `whsec_` secret in RECONCILER_WEBHOOK_SECRET_STRIPE).
-         */
+        /** Stripe Webhook */
         post: operations["stripe_webhook_v1_webhooks_stripe_post"];
         delete?: never;
         options?: never;
@@ -580,11 +457,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /**
-         * Twilio Webhook
-         * @description A Twilio message status callback (the account's auth token in
-         *     RECONCILER_WEBHOOK_SECRET_TWILIO; content type application/x-www-form-urlencoded).
-         */
+        /** Twilio Webhook */
         post: operations["twilio_webhook_v1_webhooks_twilio_post"];
         delete?: never;
         options?: never;
@@ -598,10 +471,7 @@ export interface components {
     schemas: {
         /** ApprovalIn */
         ApprovalIn: {
-            /**
-             * Actor
-             * @description ignored when a credential is used: the actor recorded is the credential's name
-             */
+            /** Actor */
             actor?: string | null;
             /**
              * Note
@@ -625,19 +495,12 @@ export interface components {
             /** Tool Call Id */
             tool_call_id: string;
         };
-        /**
-         * ApproveIn
-         * @description A human's decision on the call the run waits for (see AgentRuntime.decide).
-         */
+        /** ApproveIn */
         ApproveIn: {
-            /**
-             * Actor
-             * @description ignored when a credential is used: the actor recorded is the credential's name
-             */
+            /** Actor */
             actor?: string | null;
             /**
              * Deadline S
-             * @description seconds to work on the run before answering; a run with more to do pauses with a continue_request
              * @default 25
              */
             deadline_s: number;
@@ -655,32 +518,19 @@ export interface components {
             resume_token: string;
             /**
              * Stream
-             * @description answer with the run's events as server-sent events (as does Accept: text/event-stream)
              * @default false
              */
             stream: boolean;
         };
         /** AttemptIn */
         AttemptIn: {
-            /**
-             * At
-             * @description dispatch time; default: now
-             */
+            /** At */
             at?: string | null;
-            /**
-             * Attempt
-             * @description 1-based attempt number
-             */
+            /** Attempt */
             attempt: number;
-            /**
-             * Grant
-             * @description the retry grant's token (RetryOut.grant): opening attempt n>=2 needs it; a report of n>=2 made without it is recorded as ungranted
-             */
+            /** Grant */
             grant?: string | null;
-            /**
-             * Holder
-             * @description the retry grant's holder: opening attempt n>=2 as dispatching needs the grant for n
-             */
+            /** Holder */
             holder?: string | null;
             /** Idempotency Key */
             idempotency_key?: string | null;
@@ -691,10 +541,7 @@ export interface components {
              * @example sha256:0000000000000000000000000000000000000000000000000000000000000000
              */
             request_hash: string;
-            /**
-             * Status
-             * @description with outcome=response
-             */
+            /** Status */
             status?: number | null;
         };
         /** AttemptOut */
@@ -702,7 +549,6 @@ export interface components {
             /**
              * At
              * Format: date-time
-             * @description the dispatch time the caller claimed
              */
             at: string;
             /** Attempt */
@@ -711,10 +557,7 @@ export interface components {
             idempotency_key: string | null;
             outcome: components["schemas"]["Outcome"];
             receipt: components["schemas"]["MatchOut"] | null;
-            /**
-             * Recorded At
-             * @description the sidecar's time when it recorded the attempt (the rules use the stricter)
-             */
+            /** Recorded At */
             recorded_at?: string | null;
             /** Request Hash */
             request_hash: string;
@@ -723,14 +566,10 @@ export interface components {
         };
         /**
          * Authority
-         * @description How much an observation proves (SPEC section 3).
          * @enum {string}
          */
         Authority: "authoritative" | "lagging" | "weak" | "unavailable" | "human";
-        /**
-         * CallOut
-         * @description One tool call; a side-effecting one is the operation `operation_id` in /v1/operations.
-         */
+        /** CallOut */
         CallOut: {
             /** Dispatches */
             dispatches: number;
@@ -744,10 +583,7 @@ export interface components {
             name: string;
             /** Operation Id */
             operation_id: string | null;
-            /**
-             * Source
-             * @description who wrote the result: handler, reconciled, guard, rejected, cancelled
-             */
+            /** Source */
             source: string | null;
             /** Tool Call Id */
             tool_call_id: string;
@@ -764,32 +600,19 @@ export interface components {
         };
         /**
          * Carried
-         * @description What a request carried to the provider that a probe can find its effect by (SPEC section
-         *     3, *correlation*): an intent says which (`Intent.carries`), a probe which it reads
-         *     (`probes.base.Sight.finds_by`); a probe that reads by something the request did not carry is
-         *     blind to it.
          * @enum {string}
          */
         Carried: "operation_id" | "idempotency_key" | "provider_ref";
-        /**
-         * CompensationIn
-         * @description A human's record that a duplicate's extra effect was compensated.
-         */
+        /** CompensationIn */
         CompensationIn: {
-            /**
-             * Actor
-             * @description ignored when a credential is used: the actor recorded is the credential's name
-             */
+            /** Actor */
             actor?: string | null;
             /**
              * Note
              * @default
              */
             note: string;
-            /**
-             * Reference
-             * @description the compensation's reference at the provider (the refund's, the cancellation's)
-             */
+            /** Reference */
             reference: string;
         };
         /** ContinueIn */
@@ -798,13 +621,11 @@ export interface components {
             continue_request_id: string;
             /**
              * Deadline S
-             * @description seconds to work on the run before answering; a run with more to do pauses with a continue_request
              * @default 25
              */
             deadline_s: number;
             /**
              * Stream
-             * @description answer with the run's events as server-sent events (as does Accept: text/event-stream)
              * @default false
              */
             stream: boolean;
@@ -820,10 +641,7 @@ export interface components {
             id: string;
             /** Run Id */
             run_id: string;
-            /**
-             * Step
-             * @description seed 003's name for tool_steps
-             */
+            /** Step */
             step: number;
             /** Tool Steps */
             tool_steps: number;
@@ -834,10 +652,7 @@ export interface components {
              */
             type: "task_continue_request";
         };
-        /**
-         * DatabricksOptions
-         * @description Seed 003's options object: `long_task` is read, other options are accepted and unused.
-         */
+        /** DatabricksOptions */
         DatabricksOptions: {
             /**
              * Long Task
@@ -849,7 +664,6 @@ export interface components {
         };
         /**
          * Effect
-         * @description The side-effect class of an action: how dangerous a second dispatch is.
          * @enum {string}
          */
         Effect: "read_only" | "idempotent_write" | "non_idempotent";
@@ -858,10 +672,7 @@ export interface components {
          * @enum {string}
          */
         EventKind: "run_created" | "run_started" | "turn_started" | "assistant_message" | "assistant_delta" | "tool_call_requested" | "tool_dispatched" | "tool_result" | "approval_requested" | "approval_decided" | "checkpoint" | "continue_requested" | "continued" | "run_completed" | "run_failed" | "cancel_requested" | "run_cancelled" | "run_timed_out" | "run_resumed";
-        /**
-         * EvidenceOut
-         * @description One timeline entry; `kind` says which fields carry meaning.
-         */
+        /** EvidenceOut */
         EvidenceOut: {
             /** Actor */
             actor?: string | null;
@@ -886,10 +697,7 @@ export interface components {
             note?: string | null;
             /** Provider Ref */
             provider_ref?: string | null;
-            /**
-             * Recorded At
-             * @description the sidecar's time when it recorded a receipt or observation
-             */
+            /** Recorded At */
             recorded_at?: string | null;
             /** Request Hash */
             request_hash?: string | null;
@@ -897,23 +705,14 @@ export interface components {
             source?: string | null;
             verdict?: components["schemas"]["Verdict"] | null;
         };
-        /**
-         * HealthOut
-         * @description Whether the run's effects turned out as its tool calls were told (SPEC section 4).
-         */
+        /** HealthOut */
         HealthOut: {
             /** Healthy */
             healthy: boolean;
-            /**
-             * Unhealthy Calls
-             * @description operations of the run found false_success or duplicate_effect after the fact; the run is unhealthy even if it completed
-             */
+            /** Unhealthy Calls */
             unhealthy_calls: components["schemas"]["UnhealthyCallOut"][];
         };
-        /**
-         * InputMessage
-         * @description A user message, as seed 003's requests carry the task (`input: [{role, content}]`).
-         */
+        /** InputMessage */
         InputMessage: {
             /** Content */
             content: string;
@@ -923,22 +722,13 @@ export interface components {
              */
             role: "user";
         };
-        /**
-         * IntentIn
-         * @description Recorded before dispatch. The server stamps the time.
-         */
+        /** IntentIn */
         IntentIn: {
             /** Action */
             action: string;
-            /**
-             * Carries
-             * @description What the request carried to the provider that a probe can find its effect by (SPEC section 3): the operation id in the provider's metadata, the idempotency key, a reference the provider returned. Left out: the idempotency key recorded, alone; a probe that finds effects by something the request did not carry proves no zero.
-             */
+            /** Carries */
             carries?: components["schemas"]["Carried"][] | null;
-            /**
-             * Correlation
-             * @description References probes need to find the effect (channel id, repository): never content; at most 2000 characters as JSON.
-             */
+            /** Correlation */
             correlation?: {
                 [key: string]: string;
             };
@@ -968,10 +758,7 @@ export interface components {
              * Format: date-time
              */
             at: string;
-            /**
-             * Carries
-             * @description what the request carried to the provider; null: the worker did not say
-             */
+            /** Carries */
             carries?: components["schemas"]["Carried"][] | null;
             /** Correlation */
             correlation: {
@@ -998,10 +785,7 @@ export interface components {
             /** Request Hash */
             request_hash?: string | null;
         };
-        /**
-         * MatchOut
-         * @description A match as recorded; probes may report refs and hashes the input rules would refuse.
-         */
+        /** MatchOut */
         MatchOut: {
             /** Provider Ref */
             provider_ref: string;
@@ -1033,10 +817,7 @@ export interface components {
         OperationListOut: {
             /** Items */
             items: components["schemas"]["OperationSummaryOut"][];
-            /**
-             * Next Cursor
-             * @description pass as ?after= for the next page
-             */
+            /** Next Cursor */
             next_cursor?: string | null;
         };
         /** OperationOut */
@@ -1073,10 +854,7 @@ export interface components {
             operation_id: string;
             /** Provider */
             provider: string;
-            /**
-             * Reason
-             * @description why a human must look at it (escalated, escalate_to_human, duplicate_effect, false_success, await_approval); null when nothing waits on one
-             */
+            /** Reason */
             reason?: string | null;
             /**
              * Updated At
@@ -1087,14 +865,10 @@ export interface components {
         };
         /**
          * Outcome
-         * @description What the caller saw of one attempt.
          * @enum {string}
          */
         Outcome: "response" | "timeout" | "connection_error" | "not_sent" | "dispatching";
-        /**
-         * Problem
-         * @description RFC 9457 problem details.
-         */
+        /** Problem */
         Problem: {
             /** Detail */
             detail: string;
@@ -1132,14 +906,10 @@ export interface components {
         };
         /** RejectIn */
         RejectIn: {
-            /**
-             * Actor
-             * @description ignored when a credential is used: the actor recorded is the credential's name
-             */
+            /** Actor */
             actor?: string | null;
             /**
              * Deadline S
-             * @description seconds to work on the run before answering; a run with more to do pauses with a continue_request
              * @default 25
              */
             deadline_s: number;
@@ -1152,17 +922,13 @@ export interface components {
             resume_token: string;
             /**
              * Stream
-             * @description answer with the run's events as server-sent events (as does Accept: text/event-stream)
              * @default false
              */
             stream: boolean;
         };
         /** ResolutionIn */
         ResolutionIn: {
-            /**
-             * Actor
-             * @description ignored when a credential is used: the actor recorded is the credential's name
-             */
+            /** Actor */
             actor?: string | null;
             /**
              * Note
@@ -1177,32 +943,24 @@ export interface components {
         };
         /** ResumeIn */
         ResumeIn: {
-            /**
-             * Config
-             * @description changes, e.g. a larger budget
-             */
+            /** Config */
             config?: {
                 [key: string]: unknown;
             } | null;
             /**
              * Deadline S
-             * @description seconds to work on the run before answering; a run with more to do pauses with a continue_request
              * @default 25
              */
             deadline_s: number;
             /**
              * Stream
-             * @description answer with the run's events as server-sent events (as does Accept: text/event-stream)
              * @default false
              */
             stream: boolean;
         };
         /** RetryIn */
         RetryIn: {
-            /**
-             * Holder
-             * @description who would retry; default: a fresh id
-             */
+            /** Holder */
             holder?: string | null;
             /** Idempotency Key */
             idempotency_key?: string | null;
@@ -1216,17 +974,11 @@ export interface components {
         RetryOut: {
             /** Allowed */
             allowed: boolean;
-            /**
-             * Attempt
-             * @description the attempt number a grant allows
-             */
+            /** Attempt */
             attempt?: number | null;
             /** Findings */
             findings: string[];
-            /**
-             * Grant
-             * @description the grant's token, given to its holder only: present it (with the holder) when opening the attempt
-             */
+            /** Grant */
             grant?: string | null;
             /** Holder */
             holder: string;
@@ -1253,7 +1005,6 @@ export interface components {
         };
         /** RunEventsOut */
         RunEventsOut: {
-            /** @description the call waiting for a human, if any */
             approval: components["schemas"]["ApprovalOut"] | null;
             /** Calls */
             calls: components["schemas"]["CallOut"][];
@@ -1265,7 +1016,6 @@ export interface components {
             config: {
                 [key: string]: unknown;
             };
-            /** @description set when the run paused for the deadline: answer it to go on */
             continue_request: components["schemas"]["ContinueRequestOut"] | null;
             /** Correlation Id */
             correlation_id: string | null;
@@ -1278,27 +1028,18 @@ export interface components {
             error: {
                 [key: string]: unknown;
             } | null;
-            /**
-             * Events
-             * @description events after ?after=, oldest first
-             */
+            /** Events */
             events: components["schemas"]["RunEventOut"][];
             health: components["schemas"]["HealthOut"];
             /** Input */
             input: string;
-            /**
-             * Next After
-             * @description pass as ?after= for the next page of events
-             */
+            /** Next After */
             next_after: number | null;
             /** Output */
             output: string | null;
             /** Run Id */
             run_id: string;
-            /**
-             * Seq
-             * @description the number of the run's latest event
-             */
+            /** Seq */
             seq: number;
             state: components["schemas"]["RunState"];
             /** Stop Reason */
@@ -1325,36 +1066,24 @@ export interface components {
             databricks_options?: components["schemas"]["DatabricksOptions"] | null;
             /**
              * Deadline S
-             * @description seconds to work on the run before answering; a run with more to do pauses with a continue_request
              * @default 25
              */
             deadline_s: number;
-            /**
-             * Input
-             * @description the task: text, or user messages (joined by blank lines)
-             */
+            /** Input */
             input?: string | components["schemas"]["InputMessage"][] | null;
             /**
              * Long Task
-             * @description pause for the deadline with seed 003's response.output_item.done / task_continue_request event
              * @default false
              */
             long_task: boolean;
-            /**
-             * Messages
-             * @description a long task's follow-up instead of `input`: the previous messages, the task_continue_request and a task_continue_response answering it
-             */
+            /** Messages */
             messages?: {
                 [key: string]: unknown;
             }[] | null;
-            /**
-             * Run Id
-             * @description default: a new unique id
-             */
+            /** Run Id */
             run_id?: string | null;
             /**
              * Stream
-             * @description answer with the run's events as server-sent events (as does Accept: text/event-stream)
              * @default false
              */
             stream: boolean;
@@ -1363,15 +1092,11 @@ export interface components {
         RunListOut: {
             /** Items */
             items: components["schemas"]["RunSummaryOut"][];
-            /**
-             * Next Cursor
-             * @description pass as ?after= for the next page
-             */
+            /** Next Cursor */
             next_cursor?: string | null;
         };
         /** RunOut */
         RunOut: {
-            /** @description the call waiting for a human, if any */
             approval: components["schemas"]["ApprovalOut"] | null;
             /** Calls */
             calls: components["schemas"]["CallOut"][];
@@ -1383,7 +1108,6 @@ export interface components {
             config: {
                 [key: string]: unknown;
             };
-            /** @description set when the run paused for the deadline: answer it to go on */
             continue_request: components["schemas"]["ContinueRequestOut"] | null;
             /** Correlation Id */
             correlation_id: string | null;
@@ -1403,10 +1127,7 @@ export interface components {
             output: string | null;
             /** Run Id */
             run_id: string;
-            /**
-             * Seq
-             * @description the number of the run's latest event
-             */
+            /** Seq */
             seq: number;
             state: components["schemas"]["RunState"];
             /** Stop Reason */
@@ -1445,10 +1166,7 @@ export interface components {
             stop_reason: string | null;
             /** Turn */
             turn: number;
-            /**
-             * Unhealthy
-             * @description a call of the run reported a success the provider does not show (false_success)
-             */
+            /** Unhealthy */
             unhealthy: boolean;
             /**
              * Updated At
@@ -1478,15 +1196,10 @@ export interface components {
         };
         /**
          * Verdict
-         * @description The reconciler's answer about an operation (SPEC section 4).
          * @enum {string}
          */
         Verdict: "duplicate_effect" | "unsafe_retry" | "false_success" | "verified_applied" | "verified_not_applied" | "indeterminate";
-        /**
-         * WebhookAck
-         * @description What a provider is told: its delivery was accepted, and whether it became a receipt.
-         *     It learns nothing of the verdict.
-         */
+        /** WebhookAck */
         WebhookAck: {
             /** Delivery Id */
             delivery_id: string;
@@ -1790,10 +1503,8 @@ export interface operations {
         parameters: {
             query?: {
                 verdict?: components["schemas"]["Verdict"] | null;
-                /** @description true: a human must act (escalated and still undecided, or next action escalate_to_human) */
                 escalated?: boolean | null;
                 provider?: string | null;
-                /** @description next_cursor of the previous page */
                 after?: string | null;
                 limit?: number;
             };
@@ -2898,9 +2609,7 @@ export interface operations {
             query?: {
                 state?: components["schemas"]["RunState"] | null;
                 correlation_id?: string | null;
-                /** @description true: runs with a false_success call */
                 unhealthy?: boolean | null;
-                /** @description next_cursor of the previous page */
                 after?: string | null;
                 limit?: number;
             };
