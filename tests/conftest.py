@@ -16,6 +16,7 @@ from reconciler.client.effects import Recorder
 from reconciler.integrations.tool_calls import ToolEffects
 from reconciler.runtime import continuation
 from reconciler.sandbox import ManualClock, RunningSandbox
+from reconciler.sandbox.credentials import SandboxAuth
 from reconciler.store.sealing import KEY_ENV, new_key
 
 from databases import pg_unreachable
@@ -104,8 +105,9 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def http(sandbox: RunningSandbox) -> Iterator[httpx.Client]:
-    # Shared because building a client (its TLS context) costs more than most tests here.
-    with httpx.Client(base_url=sandbox.url, timeout=5.0) as shared:
+    # Shared because building a client (its TLS context) costs more than most tests here; it
+    # sends each provider's sandbox credential, as the sandbox asks for one.
+    with httpx.Client(base_url=sandbox.url, timeout=5.0, auth=SandboxAuth()) as shared:
         yield shared
 
 

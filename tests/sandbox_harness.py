@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from reconciler.sandbox.credentials import SANDBOX_CREDENTIALS
+
 JSON = dict[str, Any]
 
 
@@ -84,7 +86,7 @@ def write(
     key: str | None = None,
     timeout: float = 5.0,
 ) -> httpx.Response:
-    headers = {}
+    headers = dict(SANDBOX_CREDENTIALS.get(case.provider, {}))
     if fault is not None:
         headers["X-Sandbox-Fault"] = fault
     if key is not None:

@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
+from reconciler.sandbox.credentials import slack_token
 from reconciler.sandbox.faults import Faults, perform_write, read_faults, requested_faults
 from reconciler.sandbox.state import JSONObject
 from reconciler.sandbox.wire import State, read_json_body, reads_available
@@ -26,7 +27,8 @@ PROVIDER = "chat"
 #: Slack conversation ids: C (channel), G (private), D (direct), then upper-case alphanumerics.
 _CHANNEL = re.compile(r"[CGD][A-Z0-9]+")
 
-router = APIRouter(prefix="/chat", tags=["chat"], dependencies=[Depends(reads_available)])
+router = APIRouter(prefix="/chat", tags=["chat"],
+                   dependencies=[Depends(slack_token), Depends(reads_available)])
 
 
 def _slack_error(code: str) -> JSONResponse:

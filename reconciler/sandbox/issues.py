@@ -14,6 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
+from reconciler.sandbox.credentials import github_token
 from reconciler.sandbox.faults import Faults, perform_write, read_faults, requested_faults
 from reconciler.sandbox.shapes import GITHUB_DOCS, github_error
 from reconciler.sandbox.state import JSONObject
@@ -25,7 +26,8 @@ PROVIDER = "gh"
 # issue up by the wrong one.
 _ID_BASE = 100_000_000
 
-router = APIRouter(prefix="/gh", tags=["issues"], dependencies=[Depends(reads_available)])
+router = APIRouter(prefix="/gh", tags=["issues"],
+                   dependencies=[Depends(github_token), Depends(reads_available)])
 
 
 #: The token's user, as GitHub shows a `simple-user`.

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from reconciler.sandbox.clock import rfc3339
+from reconciler.sandbox.credentials import postmark_token
 from reconciler.sandbox.faults import Faults, perform_write, requested_faults
 from reconciler.sandbox.state import JSONObject
 from reconciler.sandbox.wire import State, read_json_body, reads_available
@@ -18,7 +19,8 @@ PROVIDER = "mail"
 
 #: Served under /mail, and at the root too: Postmark's SDKs join their absolute endpoint paths
 #: (`/email`) to the host, dropping any path of a base URL.
-router = APIRouter(tags=["email"], dependencies=[Depends(reads_available)])
+router = APIRouter(tags=["email"],
+                   dependencies=[Depends(postmark_token), Depends(reads_available)])
 
 
 def _invalid() -> JSONResponse:

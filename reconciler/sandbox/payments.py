@@ -25,6 +25,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 
+from reconciler.sandbox.credentials import stripe_key
 from reconciler.sandbox.faults import Faults, perform_write, requested_faults
 from reconciler.sandbox.state import JSONObject, KeyRecord
 from reconciler.sandbox.stripe_search import SearchQueryError, parse
@@ -32,7 +33,8 @@ from reconciler.sandbox.wire import State, read_stripe_body, reads_available
 
 PROVIDER = "pay"
 
-router = APIRouter(prefix="/pay", tags=["payments"], dependencies=[Depends(reads_available)])
+router = APIRouter(prefix="/pay", tags=["payments"],
+                   dependencies=[Depends(stripe_key), Depends(reads_available)])
 
 _DECLINED = "pm_card_chargeDeclined"
 

@@ -89,6 +89,8 @@ def _unknown_route(root: str, method: str, path: str) -> ProviderError | None:
     if root == "gh":
         return github_error(404, "Not Found")
     if root == "mail":
+        # Postmark documents the 404 (https://postmarkapp.com/support/article/troubleshooting-
+        # 422-unprocessable-entity-errors) but no ErrorCode for it: 0.
         return postmark_error(404, 0, f"The resource {path} was not found.")
     if root == "twilio":
         return twilio_error(404, 20404, f"The requested resource {path.removeprefix('/twilio')} "
@@ -107,32 +109,36 @@ def _bad_parameter(root: str, name: str, problem: str) -> ProviderError | None:
             {"resource": "Search" if name == "q" else "Parameter", "field": name,
              "code": "invalid", "message": problem}])
     if root == "mail":
-        return postmark_error(422, 402, f"Invalid '{name}': {problem}")
+        # Postmark answers bad input with 422 and an ErrorCode; none is documented for a query
+        # parameter: 0.
+        return postmark_error(422, 0, f"Invalid '{name}': {problem}")
     if root == "twilio":
         return twilio_error(400, 20001, f"Invalid parameter {name}: {problem}")
     return None
 
 
-def rate_limited(root: str, wait_s: float, now: float) -> ProviderError:
-    """Each provider's own answer to a spent rate limit, asking for `wait_s`."""
+def rate_limited(root: str, wait_s: float, now: float, *, primary: bool = False) -> ProviderError:
+    """Each provider's own answer to a spent rate limit, asking for `wait_s`. GitHub has two
+    (https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#exceeding-the-
+    rate-limit): a spent primary limit is a 403 with `x-ratelimit-remaining: 0` and the reset as
+    a Unix time, a secondary one a 429 with `Retry-After`."""
     seconds = str(max(1, math.ceil(wait_s)))
-    if root == "gh":
-        # A secondary limit: 403 with Retry-After; a primary one has x-ratelimit-remaining 0
-        # and the reset as a Unix time (https://docs.github.com/rest/using-the-rest-api/
-        # rate-limits-for-the-rest-api#exceeding-the-rate-limit).
+    if root == "gh" and primary:
         limit = github_error(403, "API rate limit exceeded",
                              GITHUB_DOCS + "/using-the-rest-api/rate-limits-for-the-rest-api")
         limit.headers.update({"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "0",
-                              "x-ratelimit-reset": str(math.ceil(now + wait_s)),
-                              "Retry-After": seconds})
+                              "x-ratelimit-reset": str(math.ceil(now + wait_s))})
         return limit
     error = {
+        "gh": github_error(429, "You have exceeded a secondary rate limit. Please wait a few "
+                                "minutes before you try again.", GITHUB_DOCS +
+                           "/using-the-rest-api/rate-limits-for-the-rest-api"),
         # https://docs.slack.dev/apis/web-api/rate-limits: 429, Retry-After, `ratelimited`.
         "chat": slack_error("ratelimited", 429),
         # https://docs.stripe.com/rate-limits: 429 with code `rate_limit`.
         "pay": stripe_error(429, "Request rate limit exceeded.", code="rate_limit"),
         "twilio": twilio_error(429, 20429, "Too Many Requests"),
-    }.get(root) or postmark_error(429, 0, "Rate limit exceeded")
+    }.get(root) or postmark_error(429, 429, "Rate Limit Exceeded")
     error.headers["Retry-After"] = seconds
     return error
 

@@ -40,7 +40,7 @@ async def reads_available(request: Request, state: State,
         raise ProviderError(503, {"error": "read api unavailable"})
     if is_read(request) and config.rate_limited_s > 0:
         raise rate_limited(provider_root(request.url.path), config.rate_limited_s,
-                           state.clock.now())
+                           state.clock.now(), primary=True)
 
 
 @dataclass(frozen=True, slots=True)
