@@ -27,6 +27,7 @@ from fastapi.responses import JSONResponse
 
 from reconciler.sandbox.credentials import stripe_key
 from reconciler.sandbox.faults import Faults, perform_write, requested_faults
+from reconciler.sandbox.shapes import stripe_error
 from reconciler.sandbox.state import JSONObject, KeyRecord
 from reconciler.sandbox.stripe_search import SearchQueryError, parse
 from reconciler.sandbox.wire import State, read_stripe_body, reads_available
@@ -59,10 +60,9 @@ PAYMENT_INTENT = _Kind("payment_intent", "pi_", "/v1/payment_intents")
 
 def _error(status_code: int, type_: str, message: str, code: str | None = None,
            **extra: Any) -> JSONResponse:
-    error: JSONObject = {"type": type_, "message": message, **extra}
     if code is not None:
-        error["code"] = code
-    return JSONResponse({"error": error}, status_code)
+        extra["code"] = code
+    return stripe_error(status_code, message, type_, **extra).response()
 
 
 def _invalid(body: JSONObject) -> JSONResponse | None:

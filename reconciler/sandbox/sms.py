@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse
 
 from reconciler.hashing import request_hash
 from reconciler.sandbox.faults import Faults, perform_write, requested_faults
+from reconciler.sandbox.shapes import twilio_error
 from reconciler.sandbox.state import JSONObject
 from reconciler.sandbox.wire import State, reads_available
 
@@ -36,8 +37,7 @@ router = APIRouter(prefix="/twilio", tags=["sms"], dependencies=[Depends(reads_a
 
 
 def _error(status: int, code: int, message: str) -> JSONResponse:
-    return JSONResponse({"code": code, "message": message, "status": status,
-                         "more_info": f"https://www.twilio.com/docs/errors/{code}"}, status)
+    return twilio_error(status, code, message).response()
 
 
 def _denied(request: Request, account: str) -> JSONResponse | None:
