@@ -24,6 +24,11 @@ export async function connectedClient(payments: Payments): Promise<Client> {
     return { content: [{ type: "text", text: JSON.stringify(charged) }],
       structuredContent: charged };
   });
+  // A tool whose upstream answers with its own error (isError): nothing charged.
+  server.registerTool("charge_declined", {
+    description: "Charge an order with a card that is declined",
+    inputSchema: { order: z.string(), amount: z.number() },
+  }, async () => ({ content: [{ type: "text", text: "card_declined" }], isError: true }));
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
   await server.connect(serverSide);
   const client = new Client({ name: "worker", version: "1.0.0" });

@@ -1,16 +1,19 @@
 /**
  * An MCP client session of `@modelcontextprotocol/sdk`, gated: a worker SIGKILLed between the
  * charge and its attempt's record, restarted with the same run, makes exactly one charge, and
- * the restarted worker's tool result names it.
+ * the restarted worker's tool result names it; an upstream's own error result is recorded and
+ * handed back unchanged.
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { after, before, it } from "node:test";
 
-import { toolOperation } from "../src/index.js";
-import { ARGS } from "./charges.js";
-import { PACKAGE_DIR, startStack, type Stack } from "./harness.js";
+import { reconciledClient } from "../src/adapters/mcp.js";
+import { ReconcilerClient, toolOperation, ToolEffects } from "../src/index.js";
+import { ARGS, Payments } from "./charges.js";
+import { PACKAGE_DIR, startStack, stripeFor, type Stack } from "./harness.js";
+import { connectedClient } from "./mcp-server.js";
 
 const WORKER = join(PACKAGE_DIR, "dist/test/kill-worker.js");
 const WORKER_TIMEOUT_MS = 30_000;
@@ -56,4 +59,17 @@ it("a worker killed between the send and its record, restarted with the same run
     const result = JSON.parse(restarted.stdout) as { content: { text: string }[]; isError: boolean };
     assert.match(result.content[0]?.text ?? "", new RegExp(`charge: done \\(${before[0]?.ref}\\)`));
     assert.equal((await stack.sandbox.charges(operationId)).length, 1, "exactly one effect");
+  });
+
+it("an upstream's isError result is recorded as its answer (502) and handed back unchanged",
+  async () => {
+    const sidecar = new ReconcilerClient({ baseUrl: stack.sidecar });
+    const effects = new ToolEffects({ provider: "stripe", backend: sidecar, tagged: ["charge_declined"] });
+    const client = await connectedClient(new Payments(stripeFor(stack.sandbox.url)));
+    const result = await reconciledClient(client, effects, { scope: "run-mcp-declined" })
+      .callTool({ name: "charge_declined", arguments: ARGS });
+    await client.close();
+    assert.deepEqual(result, { content: [{ type: "text", text: "card_declined" }], isError: true });
+    const operation = await sidecar.get(toolOperation("run-mcp-declined", "charge_declined", ARGS));
+    assert.deepEqual(operation.attempts.map((a) => [a.outcome, a.status]), [["response", 502]]);
   });
