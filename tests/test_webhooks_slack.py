@@ -60,7 +60,8 @@ def test_signed_message_metadata_posted_records_a_receipt(sidecar: Sidecar) -> N
     assert receipts(sidecar, "op-1") == [("webhook:slack", "1764581000.000200", H)]
 
 
-@pytest.mark.parametrize("case", ["wrong_secret", "stale", "future", "no_headers", "not_a_time"])
+@pytest.mark.parametrize("case", ["wrong_secret", "stale", "future", "altered", "no_headers",
+                                  "not_a_time"])
 def test_a_bad_signature_or_timestamp_gets_401_and_leaves_no_trace(
         sidecar: Sidecar, case: str) -> None:
     sidecar.intent("op-1", "slack")
@@ -68,6 +69,7 @@ def test_a_bad_signature_or_timestamp_gets_401_and_leaves_no_trace(
     now = int(time.time())
     headers = {"wrong_secret": signed(body, secret="not-ours"),
                "stale": signed(body, at=now - 310), "future": signed(body, at=now + 310),
+               "altered": signed(body.replace(b"op-1", b"op-2")),
                "no_headers": {},
                "not_a_time": {**signed(body), "X-Slack-Request-Timestamp": "yesterday"}}[case]
     before = traces(sidecar.store)
