@@ -6,14 +6,25 @@ the page's author controls (DNS rebinding), or from its own origin (CSRF): the H
 of the names the service is configured with, and an Origin, when a browser sends one, must name
 one of them too. Overload is answered at once with 503 and Retry-After rather than by queueing
 until every client times out.
+
+The hot routes (recording intents and attempts, the retry check, reading an operation) have a
+tighter bound of their own, `HotQueue`: their requests wait on the store's one writer (group
+commit), so the cap on all requests in flight lets a queue of them build that takes seconds to
+drain after a stall (an fsync spike, a collection pause: bench/README.md, issue 35). Past
+`hot_queue_max` of them waiting, or while the oldest has waited `hot_queue_wait_s`, a new one is
+refused with 503 `overloaded` and Retry-After before anything of it is read or recorded, so a
+client may send it again as it is (reconciler.client does, within its own deadline).
 """
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Collection
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reconciler.service.problems import ProblemType, problem_response
@@ -83,3 +94,50 @@ class Admission:
             return OVERLOADED, (f"{self.max_concurrency} requests are in flight; try again "
                                 f"after {self.retry_after} s")
         return None
+
+
+class HotQueue:
+    """The bound on the hot routes' requests in flight (module doc). One event loop runs every
+    request: no lock. `admit` before the request's work, `leave` with its ticket after."""
+
+    def __init__(self, limit: int, max_wait_s: float, retry_after_s: int = 1) -> None:
+        self.limit = limit
+        self.max_wait_s = max_wait_s
+        self.retry_after = str(retry_after_s)
+        self.in_flight = 0
+        #: Every admitted request, oldest first; finished ones are dropped from the left when a
+        #: newcomer looks at the oldest (requests end nearly in arrival order, one group commit
+        #: batch after another, so few finished ones wait there).
+        self._arrivals: deque[Arrival] = deque()
+
+    def admit(self, path: str) -> Arrival | Response:
+        """A ticket for `leave`, or the 503 to answer at once."""
+        now = time.monotonic()
+        arrivals = self._arrivals
+        while arrivals and arrivals[0].done:
+            arrivals.popleft()
+        if self.in_flight >= self.limit:
+            detail = f"{self.limit} requests to the hot routes are in flight"
+        elif arrivals and now - arrivals[0].at > self.max_wait_s:
+            detail = f"the oldest request in flight has waited over {self.max_wait_s:g} s"
+        else:
+            ticket = Arrival(now)
+            arrivals.append(ticket)
+            self.in_flight += 1
+            return ticket
+        return problem_response(OVERLOADED, f"{detail}; try again after {self.retry_after} s",
+                                path, headers={"Retry-After": self.retry_after})
+
+    def leave(self, ticket: Arrival) -> None:
+        ticket.done = True
+        self.in_flight -= 1
+
+
+class Arrival:
+    """One admitted hot request: when it came, and whether it is done."""
+
+    __slots__ = ("at", "done")
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+        self.done = False

@@ -8,7 +8,7 @@ from reconciler.ledger import Ledger
 from reconciler.release import release
 from reconciler.runtime.agent import Agent, load_agent
 from reconciler.service import health, operations, run_list, runs, webhooks
-from reconciler.service.admission import Admission
+from reconciler.service.admission import Admission, HotQueue
 from reconciler.service.auth import CONSOLE_PREFIX, BearerAuth
 from reconciler.service.credentials import Credential, Keyring, Role, digest
 from reconciler.service.http_metrics import HttpMetrics
@@ -41,6 +41,7 @@ def create_app(settings: Settings, *, ledger: Ledger | None = None,
                   "and gates every retry on evidence.",
                   responses=problem_responses(*COMMON_PROBLEMS))
     app.state.wiring = build_wiring(settings, ledger, probes_for)
+    app.state.hot_queue = HotQueue(settings.hot_queue_max, settings.hot_queue_wait_s)
     agent = agent or (load_agent(settings.agent) if settings.agent else None)
     app.state.runs = runs.build_runs(app.state.wiring, agent) if agent else None
     app.state.supervisor = runs.supervisor_of(settings, app.state.runs)

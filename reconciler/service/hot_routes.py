@@ -30,6 +30,10 @@ take on goes FastAPI's own way, request by request:
   all;
 - with dependency overrides set on the app (tests), every request is FastAPI's.
 
+Every request to a `HotRoute` passes the app's `HotQueue` first, when it has one
+(`app.state.hot_queue`): past that bound it is answered 503 with Retry-After at once
+(service.admission).
+
 FastAPI extension point: a custom `APIRoute` class, `route_class` of an `APIRouter`
 (fastapi.tiangolo.com/how-to/custom-request-and-route/).
 """
@@ -50,6 +54,8 @@ from fastapi.routing import APIRoute, serialize_response
 from fastapi.utils import is_body_allowed_for_status_code
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
+
+from reconciler.service.admission import HotQueue
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
@@ -81,14 +87,14 @@ class HotRoute(APIRoute):
         route: Any = context if getattr(context, "original_route", None) is self else self
         plan = _plan(route)
         if plan is None:
-            return standard
+            return _bounded(standard)
         overrides = getattr(route.dependency_overrides_provider, "dependency_overrides", None)
         status_code = route.status_code
         response_field = route.response_field
         by_alias = route.response_model_by_alias
         answer_model = _answer_model(route)
 
-        async def handler(request: Request) -> Response:
+        async def answer(request: Request) -> Response:
             if overrides:
                 return await standard(request)
             values: dict[str, Any] = {}
@@ -144,7 +150,26 @@ class HotRoute(APIRoute):
                 response.headers.raw.extend(answer_to.headers.raw)
             return response
 
-        return handler
+        return _bounded(answer)
+
+
+def _bounded(answer: Handler) -> Handler:
+    """`answer`, within the app's `HotQueue` (`app.state.hot_queue`, when it has one): past
+    its bound the request is refused before anything of it is read (service.admission)."""
+
+    async def handler(request: Request) -> Response:
+        queue: HotQueue | None = getattr(request.app.state, "hot_queue", None)
+        if queue is None:
+            return await answer(request)
+        ticket = queue.admit(request.scope["path"])
+        if isinstance(ticket, Response):
+            return ticket
+        try:
+            return await answer(request)
+        finally:
+            queue.leave(ticket)
+
+    return handler
 
 
 def _answer_model(route: Any) -> type[BaseModel] | None:

@@ -104,6 +104,12 @@ class Settings(BaseModel):
                                    "credentials may cross plain HTTP to this address")
     max_concurrency: int = Field(256, ge=1, le=100_000, description="requests in flight; "
                                  "more get 503 with Retry-After")
+    hot_queue_max: int = Field(128, ge=1, le=100_000, description="requests to the hot "
+                               "routes in flight (each waits on the store's writer); more get "
+                               "503 with Retry-After")
+    hot_queue_wait_s: float = Field(0.5, gt=0, le=600, description="while the oldest hot "
+                                    "request in flight has waited this long, new ones get 503 "
+                                    "with Retry-After")
     max_header_bytes: int = Field(16 * 1024, ge=1024, le=1024 * 1024,
                                   description="request line and headers, in all")
     max_headers: int = Field(100, ge=8, le=1000, description="header fields per request")
