@@ -197,6 +197,21 @@ def test_slack_recipe_reads_past_a_short_page(sandbox: RunningSandbox) -> None:
     assert [m.request_hash for m in found.matches] == [HASH]
 
 
+def test_slack_recipe_meets_a_rate_limit_as_no_zero_and_reads_again_when_asked(
+        sandbox: RunningSandbox) -> None:
+    metadata = {"event_type": "reconciler_operation", "event_payload": METADATA}
+    slack_client(sandbox).chat_postMessage(channel="C0SDK", text="Done.", metadata=metadata)
+    # One second: the pause closes the recipes' shared Slack budget for everyone in-process.
+    arm(sandbox, "chat", "rate_limit=1", on="read")
+
+    limited = observe("slack.history", sandbox.url + "/chat", target(channel="C0SDK"))
+
+    assert (limited.authority, limited.matches) == (Authority.UNAVAILABLE, ())
+    assert "429" in str(limited.error)
+    wait_until(lambda: observe("slack.history", sandbox.url + "/chat",
+                               target(channel="C0SDK")).matches != (), timeout_s=10)
+
+
 def test_githubkit_issue_lost_then_found_by_search_and_list(sandbox: RunningSandbox) -> None:
     github = githubkit_client(sandbox, timeout_s=SDK_TIMEOUT_S)
     body = f"Seen twice today.\n<!-- reconciler:op={OP} -->"
