@@ -9,14 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, ClassVar
 
 import typer
-from typer.core import TyperCommand, TyperGroup
 
 from reconciler import terminal
+from reconciler.command_tree import Root
 from reconciler.schedule import DEFAULT_POLICY
 
 if TYPE_CHECKING:
-    from typer._click import Context, HelpFormatter
-
     from reconciler.replay import ExpectResult, ReplayReport
 
 # Every command imports what it uses when it runs: `reconciler --help` and `--version` stay
@@ -31,40 +29,11 @@ def _ops() -> typer.Typer:
     return ops
 
 
-class _Root(TyperGroup):
-    """The root group. Its LAZY groups are imported when a command of theirs runs (or their
-    own help is asked for); the root's help lists them with the help given here."""
-
+class _Root(Root):
     LAZY: ClassVar[dict[str, tuple[str, Callable[[], typer.Typer]]]] = {
         "ops": ("Act on what waits on a human, against a running sidecar (RECONCILER_URL, "
                 "RECONCILER_TOKEN).", _ops),
     }
-    listing = False
-
-    def list_commands(self, ctx: Context) -> list[str]:
-        names = super().list_commands(ctx)
-        # Where typer lists an added group: after the commands, before the groups.
-        first_group = next((i for i, name in enumerate(names)
-                            if isinstance(self.commands[name], TyperGroup)), len(names))
-        lazy = [name for name in self.LAZY if name not in self.commands]
-        return names[:first_group] + lazy + names[first_group:]
-
-    def get_command(self, ctx: Context, cmd_name: str) -> TyperCommand | TyperGroup | None:
-        if cmd_name in self.LAZY and cmd_name not in self.commands:
-            help_text, load = self.LAZY[cmd_name]
-            if self.listing:
-                return TyperCommand(cmd_name, help=help_text)
-            group = typer.main.get_group(load())
-            group.name = cmd_name
-            self.commands[cmd_name] = group
-        return super().get_command(ctx, cmd_name)  # type: ignore[return-value]
-
-    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
-        self.listing = True
-        try:
-            super().format_commands(ctx, formatter)
-        finally:
-            self.listing = False
 
 
 app = typer.Typer(
@@ -554,7 +523,7 @@ def credential_add_command(
     name: Annotated[str, typer.Argument(help="The credential's name: the actor recorded for "
                                              "its decisions.")],
     role: Annotated[list[str], typer.Option(
-        help="worker, operator, evidence or admin; repeat for several.")],
+        metavar="ROLE", help="worker, operator, evidence or admin; repeat for several.")],
     file: Annotated[Path, typer.Option(
         envvar="RECONCILER_CREDENTIALS_FILE",
         help="The credentials file serve reads (created 0600; hashes only).")],

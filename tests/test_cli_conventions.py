@@ -57,6 +57,14 @@ def test_h_is_help_on_every_command(path: tuple[str, ...]) -> None:
     assert "-h, --help" in short.stdout
 
 
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "reconciler")
+def test_help_names_arguments_and_values_by_clean_metavars(path: tuple[str, ...]) -> None:
+    shown = runner.invoke(app, [*path, "--help"], prog_name="reconciler").stdout
+    usage = shown.splitlines()[0]
+    assert "{" not in usage, usage
+    assert "<list[" not in shown and "... <" not in shown, shown
+
+
 def test_shell_completion_is_offered_and_completes_commands() -> None:
     shown = runner.invoke(app, ["--show-completion", "bash"], prog_name="reconciler")
     assert shown.exit_code == 0 and "_RECONCILER_COMPLETE=complete_bash" in shown.stdout

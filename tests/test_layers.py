@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Lowest first. A part is a top-level module or package of reconciler, or probes.
 LAYERS: list[set[str]] = [
-    {"domain", "errors", "serving", "metrics", "terminal", "logs", "release", "tracing"},
+    {"domain", "errors", "serving", "metrics", "terminal", "logs", "release", "tracing",
+     "command_tree"},
     {"sight"},                                                  # what a probe could have seen
     {"summary"},                                                # facts folded for the rules
     {"hashing", "verdicts", "runs", "schemas", "fixtures", "grants"},  # pure rules, wire shapes
