@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 from fastapi import FastAPI, Request
 
+from reconciler.client import AsyncReconcilerClient
+from reconciler.schemas import IntentIn
 from reconciler.service.admission import OVERLOADED, HotQueue
 from reconciler.service.app import create_app
 from reconciler.service.auth import require_worker
@@ -122,3 +124,38 @@ async def past_the_wait(tmp_path: Path) -> None:
         # Drained: the next one is admitted again.
         again = await client.post("/v1/operations", json={**INTENT, "operation_id": "op-3"})
     assert again.status_code == 201
+
+
+class Watched(httpx.ASGITransport):
+    """The app in process, and the status of every answer it gave."""
+
+    def __init__(self, app: FastAPI) -> None:
+        super().__init__(app=app)
+        self.statuses: list[int] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await super().handle_async_request(request)
+        self.statuses.append(response.status_code)
+        return response
+
+
+def test_the_client_sends_a_refused_call_again_once_admitted(tmp_path: Path) -> None:
+    run(refused_then_admitted(tmp_path))
+
+
+async def refused_then_admitted(tmp_path: Path) -> None:
+    async with held_service(tmp_path, hot_queue_max=1, hot_queue_wait_s=60) as (
+            app, client, release):
+        first = asyncio.create_task(client.post("/v1/operations", json=INTENT))
+        await until(lambda: queue_of(app).in_flight == 1)
+        watched = Watched(app)
+        async with AsyncReconcilerClient("http://127.0.0.1", transport=watched,
+                                         overload_deadline_s=DEADLINE_S) as sidecar:
+            second = asyncio.create_task(sidecar.record_intent(
+                IntentIn.model_validate({**INTENT, "operation_id": "op-2"})))
+            await until(lambda: watched.statuses == [503])
+            release.set()
+            reply = await second
+        assert (await first).status_code == 201
+    assert (reply.created, reply.value.intent.operation_id) == (True, "op-2")
+    assert watched.statuses == [503, 201]

@@ -3,6 +3,7 @@ clients only differ in how they send, so the API is written once, here."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -31,6 +32,11 @@ T = TypeVar("T")
 REFUSAL_STATUSES = frozenset({409, 422})
 #: The problem type of an opening refused for want of the live retry grant: do not send.
 NOT_GRANTED = "https://reconciler.dev/problems/retry-not-granted"
+#: The problem type of a call refused before the sidecar read any of it, for being one too
+#: many in flight (service.admission): the same call may be sent again, as Retry-After asks.
+OVERLOADED = "https://reconciler.dev/problems/overloaded"
+#: How long one call may spend, by default, waiting out the sidecar's overloaded answers.
+OVERLOAD_DEADLINE_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +69,26 @@ class Call(Generic[T]):
                 f"the sidecar has no operation {self.operation_id!r}; record its intent first",
                 operation_id=self.operation_id)
         return self.read(response)
+
+
+def overload_wait(response: httpx.Response, waited_s: float, deadline_s: float) -> float | None:
+    """Seconds to wait before sending the same call again: when the sidecar refused it as
+    overloaded (503 `overloaded`: nothing of it was read or recorded, so this resends the
+    bookkeeping call, never the provider's) and the wait Retry-After asks fits in what is left
+    of `deadline_s` after `waited_s`. None: the answer is the caller's (raised as usual)."""
+    if response.status_code != 503 or not response.headers.get("content-type", "").startswith(
+            "application/problem+json"):
+        return None
+    try:
+        asked = float(response.headers.get("retry-after", ""))
+        if response.json().get("type") != OVERLOADED:
+            return None
+    except ValueError:  # an HTTP-date, or no number: the sidecar sends neither
+        return None
+    # A little later than asked, each caller by its own amount: callers refused together do
+    # not all come back in the same instant.
+    wait = max(0.0, asked) * (1 + random.random() / 4)
+    return wait if waited_s + wait <= deadline_s else None
 
 
 def _problem(response: httpx.Response, operation_id: str | None) -> ServiceError:

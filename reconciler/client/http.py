@@ -1,16 +1,24 @@
 """Sync and async clients for the sidecar, on httpx. Each method is one call from `calls`; the
-two classes differ only in how a call is sent."""
+two classes differ only in how a call is sent.
+
+A call the sidecar refused as overloaded (503 `overloaded`, before reading any of it) is sent
+again as its Retry-After asks, for as long as `overload_deadline_s` allows; past that the
+refusal is raised as any other problem (`ServiceError`, status 503). Everything built on the
+clients (`@effect`, `track`, the framework adapters) waits the same way.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import httpx
 
 from reconciler.client import calls
-from reconciler.client.calls import Call, Reply
+from reconciler.client.calls import OVERLOAD_DEADLINE_S, Call, Reply, overload_wait
 from reconciler.client.effects import AsyncTrackedEffect, ReceiptReader, TrackedEffect
 from reconciler.schemas import (
     ApprovalIn,
@@ -39,16 +47,25 @@ def _settings(base_url: str | None, token: str | None) -> dict[str, Any]:
 
 class ReconcilerClient:
     """Talks to the sidecar. The token defaults to $RECONCILER_TOKEN, the URL to
-    $RECONCILER_URL or http://127.0.0.1:8765."""
+    $RECONCILER_URL or http://127.0.0.1:8765. `overload_deadline_s`: how long one call may
+    spend waiting out the sidecar's overloaded answers (module doc)."""
 
     def __init__(self, base_url: str | None = None, *, token: str | None = None,
                  timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None,
+                 overload_deadline_s: float = OVERLOAD_DEADLINE_S) -> None:
         self.http = httpx.Client(timeout=timeout, transport=transport,
                                  **_settings(base_url, token))
+        self.overload_deadline_s = overload_deadline_s
 
     def send(self, call: Call[T]) -> T:
-        return call.parse(self.http.send(call.request(self.http)))
+        started = time.monotonic()
+        while True:
+            response = self.http.send(call.request(self.http))
+            wait = overload_wait(response, time.monotonic() - started, self.overload_deadline_s)
+            if wait is None:
+                return call.parse(response)
+            time.sleep(wait)
 
     def record_intent(self, intent: IntentIn) -> Reply[OperationOut]:
         return self.send(calls.record_intent(intent))
@@ -99,12 +116,20 @@ class AsyncReconcilerClient:
 
     def __init__(self, base_url: str | None = None, *, token: str | None = None,
                  timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 overload_deadline_s: float = OVERLOAD_DEADLINE_S) -> None:
         self.http = httpx.AsyncClient(timeout=timeout, transport=transport,
                                       **_settings(base_url, token))
+        self.overload_deadline_s = overload_deadline_s
 
     async def send(self, call: Call[T]) -> T:
-        return call.parse(await self.http.send(call.request(self.http)))
+        started = time.monotonic()
+        while True:
+            response = await self.http.send(call.request(self.http))
+            wait = overload_wait(response, time.monotonic() - started, self.overload_deadline_s)
+            if wait is None:
+                return call.parse(response)
+            await asyncio.sleep(wait)
 
     async def record_intent(self, intent: IntentIn) -> Reply[OperationOut]:
         return await self.send(calls.record_intent(intent))
