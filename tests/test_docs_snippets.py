@@ -136,6 +136,16 @@ def session_env(sidecar: str, sandbox: RunningSandbox) -> dict[str, str]:
             "RECONCILER_URL": sidecar, "SANDBOX_URL": sandbox.url}
 
 
+@pytest.fixture
+def clone(tmp_path: Path) -> Path:
+    """Where a page's blocks run: as at the root of a clone (README: "from a clone of this
+    repository"), the repository's files linked in, what a block writes kept out of it."""
+    for entry in ROOT.iterdir():
+        if not entry.name.startswith(".") and entry.name not in ("build", "dist"):
+            (tmp_path / entry.name).symlink_to(entry)
+    return tmp_path
+
+
 def served(code: str, env: dict[str, str]) -> str:
     """The docs' default addresses (the sidecar on :8765, the sandbox on :8081) aimed at the
     servers this test started on ephemeral ports."""
@@ -187,24 +197,24 @@ def run_shell(session: list[Block], env: dict[str, str], cwd: Path) -> None:
 
 @pytest.mark.parametrize("session", by_page(pages({"python"})))
 def test_a_pages_python_blocks_run(session: list[Block], session_env: dict[str, str],
-                                   tmp_path: Path) -> None:
-    run_python(session, session_env, tmp_path)
+                                   clone: Path) -> None:
+    run_python(session, session_env, clone)
 
 
 @pytest.mark.parametrize("session", by_page(pages(SHELLS)))
 def test_a_pages_shell_blocks_run(session: list[Block], session_env: dict[str, str],
-                                  tmp_path: Path) -> None:
-    run_shell(session, session_env, tmp_path)
+                                  clone: Path) -> None:
+    run_shell(session, session_env, clone)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block", by_place(runnable("slow")))
 def test_a_slow_block_runs_on_its_own(block: Block, session_env: dict[str, str],
-                                      tmp_path: Path) -> None:
+                                      clone: Path) -> None:
     if block.lang == "python":
-        run_python([block], session_env, tmp_path)
+        run_python([block], session_env, clone)
     elif block.lang in SHELLS:
-        run_shell([block], session_env, tmp_path)
+        run_shell([block], session_env, clone)
     else:
         pytest.fail(f"{block.where}: a {block.lang} block is checked, never slow")
 
