@@ -29,6 +29,7 @@ from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
 from reconciler.service import Settings, create_app
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
+from reconciler.testing.patience import PATIENCE_S
 
 from service_harness import serving
 from sidecar_client import TOKEN, H
@@ -97,7 +98,8 @@ def console_sidecar(tmp_path: Path, *, first_sends: tuple[str, ...] = (),
                      agent=agent)
     try:
         with serving(app) as url, httpx.Client(
-                base_url=url, timeout=20, headers={"Authorization": f"Bearer {TOKEN}"}) as api:
+                base_url=url, timeout=PATIENCE_S,
+                headers={"Authorization": f"Bearer {TOKEN}"}) as api:
             api.post("/v1/operations", json={
                 "operation_id": "late", "request_hash": H, "idempotency_key": "k-late",
                 "provider": "slow", "action": "charge", "effect": "non_idempotent"})
@@ -172,7 +174,7 @@ def login_form(http: httpx.Client) -> str:
 
 @contextmanager
 def signed_in(url: str) -> Iterator[tuple[httpx.Client, str]]:
-    with httpx.Client(base_url=url, timeout=20) as http:
+    with httpx.Client(base_url=url, timeout=PATIENCE_S) as http:
         yield _signed_in(http)
 
 

@@ -20,10 +20,11 @@ import httpx
 import pytest
 import sqlalchemy
 
+# Every wait in the harness ends by this deadline, whatever the machine's load.
+from reconciler.testing.patience import PATIENCE_S as PATIENCE_S
+
 HASH = "sha256:" + "ab" * 32
 PROBLEM_JSON = "application/problem+json"
-#: Every wait in the harness ends by this deadline, whatever the machine's load.
-PATIENCE_S = 30.0
 
 
 def scaled(config: pytest.Config, n: int) -> int:

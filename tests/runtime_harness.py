@@ -41,12 +41,13 @@ from reconciler.store.schema import open_store
 from reconciler.store.sealing import Sealer, new_key
 from reconciler.store.sql import SqlStore
 from reconciler.testing import ManualClock
+from reconciler.testing.patience import PATIENCE_S
 
 from journal_rows import run_ids, summary_row
 
 T = TypeVar("T")
 #: Bounds every scenario: a hang fails the test instead of stalling the suite.
-DEADLINE_S = 20.0
+DEADLINE_S = PATIENCE_S
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 #: Providers of the fake tools. "store" and "chat" keep idempotency keys, so the retry gate can

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from reconciler.sandbox.credentials import SANDBOX_CREDENTIALS
+from reconciler.testing.patience import PATIENCE_S
 
 JSON = dict[str, Any]
 
@@ -103,7 +104,7 @@ def configure(client: httpx.Client, **fields: Any) -> None:
     client.post("/_sandbox/config", json=fields).raise_for_status()
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+def wait_until(condition: Callable[[], bool], timeout_s: float = PATIENCE_S) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"

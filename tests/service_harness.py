@@ -27,6 +27,7 @@ from fastapi import FastAPI
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings
 from reconciler.serving import bind, in_thread
+from reconciler.testing.patience import PATIENCE_S
 
 from databases import pg_schema
 
@@ -34,7 +35,7 @@ LOOPBACK = "127.0.0.1"
 
 
 @contextmanager
-def serving(app: FastAPI, *, timeout_s: float = 10.0) -> Iterator[str]:
+def serving(app: FastAPI, *, timeout_s: float = PATIENCE_S) -> Iterator[str]:
     """Serve `app` under uvicorn on a background thread; yields the base URL. On exit uvicorn
     shuts down as on SIGTERM: in-flight requests finish, then the lifespan shutdown runs."""
     server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning",
@@ -46,7 +47,7 @@ def serving(app: FastAPI, *, timeout_s: float = 10.0) -> Iterator[str]:
 
 @contextmanager
 def configured_sidecar(config_toml: str, folder: Path, *,
-                       timeout_s: float = 10.0) -> Iterator[httpx.Client]:
+                       timeout_s: float = PATIENCE_S) -> Iterator[httpx.Client]:
     """The sidecar in a thread, on a SQLite file in `folder`, its providers and probes from
     `config_toml` (a reconciler.toml's text), no sweep: a client on its loopback URL."""
     config = folder / "reconciler.toml"
@@ -70,7 +71,7 @@ class ServiceProcess:
     process: subprocess.Popen[str]
     output: list[str] = field(default_factory=list)
 
-    def stop(self, timeout_s: float = 20.0) -> int:
+    def stop(self, timeout_s: float = PATIENCE_S) -> int:
         """SIGTERM, then the exit status once it has shut down (killed after `timeout_s`)."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -83,7 +84,7 @@ class ServiceProcess:
 
 
 @contextmanager
-def serving_process(env: Mapping[str, str], *, timeout_s: float = 20.0,
+def serving_process(env: Mapping[str, str], *, timeout_s: float = PATIENCE_S,
                     cwd: Path | None = None) -> Iterator[ServiceProcess]:
     """`python -m reconciler.service.server` with `RECONCILER_*` settings in `env` (port 0 and
     loopback unless given); yields once it prints where it serves."""

@@ -148,7 +148,7 @@ def test_a_create_still_in_flight_when_the_sdk_gave_up_is_found_once_it_lands(
         assert early["verdict"] == "indeterminate", early
         assert "zero_not_conclusive" in early["findings"]
 
-    wait_until(lambda: len(issues(provider)) == 1, timeout_s=10.0)
+    wait_until(lambda: len(issues(provider)) == 1)
     landed = answered(sidecar.post(f"/v1/operations/{op}/reconcile"))
     assert landed["verdict"] == "verified_applied", landed
     assert len(issues(provider)) == 1

@@ -125,7 +125,7 @@ def test_stripe_sdk_request_held_past_its_timeout_commits_later(sandbox: Running
         client.v1.payment_intents.create(intent())
     assert client.v1.payment_intents.list().data == []
 
-    wait_until(lambda: len(sandbox.state.objects()) == 1, timeout_s=10)
+    wait_until(lambda: len(sandbox.state.objects()) == 1)
     late = observe("stripe.payment_intents.list", sandbox.url + "/pay", target())
     assert [m.request_hash for m in late.matches] == [HASH]
 
