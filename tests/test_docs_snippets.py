@@ -178,19 +178,35 @@ def run_python(session: list[Block], env: dict[str, str], cwd: Path) -> None:
 
 # curl fails on an HTTP error answer (a snippet whose request is refused does not "run"); the
 # ERR trap names the block a failing command came from.
-SHELL_PRELUDE = """set -eo pipefail
+SHELL_PRELUDE = """set -Eeo pipefail
 curl() { command curl --fail-with-body --silent --show-error --max-time 30 "$@"; }
 trap 'echo "failed in block $BLOCK" >&2' ERR
 """
 
 
+def shown_answers(code: str) -> list[str]:
+    """The JSON members a block's comments show as an answer (`# {"allowed":false, ...}`, a
+    comment line going on in the next `#  ` one), each as the compact text the sidecar prints."""
+    shown = re.findall(r"^\s*# (\{.*(?:\n\s*#  .*)*)", code, flags=re.MULTILINE)
+    text = " ".join(re.sub(r"\n\s*#\s+", " ", answer) for answer in shown)
+    return re.findall(r'"\w+":(?:"[^"]*"|\[[^\]]*\]|true|false|null|-?\d+)', text)
+
+
 def run_shell(session: list[Block], env: dict[str, str], cwd: Path) -> None:
-    script = SHELL_PRELUDE + "".join(f"BLOCK={b.where}\n{served(b.code, env)}" for b in session)
+    script = SHELL_PRELUDE + "".join(f"BLOCK={b.where}\nprintf '\\n@@ %s\\n' {b.where}\n"
+                                     f"{served(b.code, env)}" for b in session)
     done = subprocess.run(["bash", "-c", script], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=BLOCK_TIMEOUT_S)
     if done.returncode != 0:
         pytest.fail(f"{session[0].where}: the page's shell blocks failed:\n"
                     f"{done.stdout}{done.stderr}", pytrace=False)
+    # What a page shows a command answering is what it answered.
+    printed = dict(re.findall(r"^@@ (\S+)\n(.*?)(?=^@@ |\Z)", done.stdout,
+                              flags=re.MULTILINE | re.DOTALL))
+    for block in session:
+        wrong = [m for m in shown_answers(block.code) if m not in printed[block.where]]
+        assert not wrong, (f"{block.where}: the page shows {wrong}, the block printed:\n"
+                           f"{printed[block.where]}")
 
 
 # --- the rules ---------------------------------------------------------------------------------
@@ -302,6 +318,27 @@ def exists(name: str, doc: Path) -> bool:
 def test_no_doc_names_a_file_that_does_not_exist(doc: Path) -> None:
     missing = missing_links(doc) + sorted(n for n in named_paths(doc) if not exists(n, doc))
     assert not missing, f"{doc.relative_to(ROOT)} names what is not there: {missing}"
+
+
+def test_an_answer_a_page_shows_is_read_member_by_member() -> None:
+    code = ('curl -s localhost:8765/v1/x\n# {"allowed":false,"verdict":"indeterminate","reason":"no'
+            '\n#  retry", "n": 3, ...}\n# {..., "findings":["a","b"],\n#  "next":null}\n')
+    assert shown_answers(code) == ['"allowed":false', '"verdict":"indeterminate"',
+                                   '"reason":"no retry"', '"findings":["a","b"]', '"next":null']
+
+
+def test_a_shell_block_must_print_the_answer_its_page_shows(session_env: dict[str, str],
+                                                            clone: Path) -> None:
+    def block(shown: str) -> Block:
+        return Block(ROOT / "x.md", 2, "sh", f"curl -s localhost:8765/healthz\n# {shown}\n",
+                     "run", "")
+
+    run_shell([block('{"status":"ok"}')], session_env, clone)
+    with pytest.raises(AssertionError, match=re.escape("""shows ['"status":"down"']""")):
+        run_shell([block('{"status":"down"}')], session_env, clone)
+    with pytest.raises(pytest.fail.Exception, match=re.escape("failed in block x.md:2")):
+        run_shell([Block(ROOT / "x.md", 2, "sh", "curl -s localhost:8765/v1/nothing\n", "run",
+                         "")], session_env, clone)
 
 
 def test_a_named_path_that_is_not_there_is_found(tmp_path: Path) -> None:
