@@ -131,7 +131,8 @@ def no_internal_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     """Input must never reach the catch-all 500. Not autouse: the test_service_*.py modules
     ask for it with `pytestmark = pytest.mark.usefixtures("no_internal_errors")`."""
     yield
-    unexpected = [r for r in caplog.records
+    # At teardown `caplog.records` holds the teardown's records only: the test's are its call's.
+    unexpected = [r for r in caplog.get_records("call")
                   if r.name == "reconciler.service.problems" and r.levelno >= logging.ERROR]
     assert not unexpected, [r.getMessage() for r in unexpected]
 
