@@ -32,6 +32,7 @@ from bench import (
 from bench.harness import Benchmark, Context, Outcome, progress
 from bench.machine import describe
 from bench.report import plot, write_results
+from bench.seeds import DEFAULT_CACHE
 
 BENCHMARKS: dict[str, Benchmark] = {
     intents.NAME: intents.run,
@@ -69,6 +70,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--workdir", type=Path, default=None,
                         help="where scratch databases go (default: the system temp dir); "
                              "baselines and the product share it, so they share the disk")
+    parser.add_argument("--seed-cache", type=Path, default=DEFAULT_CACHE,
+                        help="where the large stores' seeded bulk is kept between runs and "
+                             "reused while the schema and the seeder are unchanged (default: "
+                             "$RECONCILER_BENCH_CACHE or ~/.cache/reconciler-bench)")
+    parser.add_argument("--no-seed-cache", action="store_true",
+                        help="seed every store afresh and keep nothing")
     return parser.parse_args(argv)
 
 
@@ -90,8 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             workdir.mkdir()
             progress(f"--- {name}")
             try:
-                outcome = BENCHMARKS[name](Context("quick" if args.quick else "full", workdir,
-                                                   args.pg))
+                outcome = BENCHMARKS[name](Context(
+                    "quick" if args.quick else "full", workdir, args.pg,
+                    None if args.no_seed_cache else args.seed_cache))
             except Exception:
                 # One broken benchmark must not hide the others' figures.
                 failed.append(name)

@@ -17,7 +17,6 @@ Timed, in alternating rounds between the two stores of one kind:
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import datetime, timedelta
@@ -25,8 +24,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import Table, update
 
 from bench.harness import Context, Outcome, Percentiles, step
-from bench.operations import CONTRACT, Seeder, ids, pg_schema
+from bench.operations import Seeder, ids, pg_schema
 from bench.replicas import reachable
+from bench.seeds import bulk, bulk_sqlite
 from reconciler.domain import ProviderContract
 from reconciler.ports import Scheduled
 from reconciler.store.leases import SqlLeases
@@ -59,17 +59,21 @@ def run(ctx: Context) -> Outcome:
         out.notes.append(f"{ctx.mode} mode: {large:,} vs {small:,} settled, {never:,} never "
                          "dispatched (the full run: 1,000,000 vs 10,000, and 100,000)")
     reachable(ctx.pg_url)
-    prefix = f"cl{uuid.uuid4().hex[:6]}"
+    # One prefix in every run: the SQLite stores' bulk is kept between runs (bench.seeds).
+    prefix = "cl"
     for kind in ("SQLite", "PostgreSQL"):
         with ExitStack() as stack:
             stores = {}
             for label, settled in (("small", small), ("large", large)):
-                url = (f"sqlite:///{ctx.workdir / f'claims-{label}.db'}" if kind == "SQLite"
-                       else stack.enter_context(pg_schema(ctx.pg_url)))
                 with step(f"{kind}: seeding {settled:,} settled, {never:,} never dispatched, "
                           f"{due:,} due"):
-                    stores[label] = stack.enter_context(seeded(url, prefix, settled, never,
-                                                               due))
+                    if kind == "SQLite":
+                        url = bulk_sqlite(ctx.seed_cache, ctx.workdir / f"claims-{label}.db",
+                                          prefix, settled, never)
+                    else:
+                        url = stack.enter_context(pg_schema(ctx.pg_url))
+                        bulk(url, prefix, settled, never)
+                    stores[label] = stack.enter_context(seeded(url, prefix, due))
             measure(out, kind, stores, calls, (small, large))
     out.notes.append(f"a claim leases {BATCH} of {due:,} due operations; {ROUNDS} alternating "
                      f"rounds of {calls} claims per store")
@@ -77,13 +81,11 @@ def run(ctx: Context) -> Outcome:
 
 
 @contextmanager
-def seeded(url: str, prefix: str, settled: int, never: int, due: int) -> Iterator[SqlStore]:
+def seeded(url: str, prefix: str, due: int) -> Iterator[SqlStore]:
+    """The store at `url` (its bulk seeded: bench.seeds), with `due` operations due now."""
     store = open_store(url)
     try:
-        store.put_contract(CONTRACT)
         seeder = Seeder(store.engine)
-        seeder.settled(ids(f"{prefix}-s", settled))
-        seeder.undispatched(ids(f"{prefix}-n", never))
         seeder.due(ids(f"{prefix}-d", due))
         seeder.analyze()
         yield store

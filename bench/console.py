@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
+from collections.abc import Callable
+from functools import partial
 
 import httpx
 from sqlalchemy import update
 from sqlalchemy.exc import OperationalError
 
 from bench.harness import BenchError, Context, Outcome, Percentiles, step
-from bench.operations import CONTRACT, PROVIDER, Seeder, ids, pg_schema, table_of
+from bench.operations import PROVIDER, Seeder, ids, pg_schema, table_of
 from bench.procs import SIDECAR, Command, servers
+from bench.seeds import bulk, bulk_sqlite
 from reconciler.store.schema import open_store
 from reconciler.store.tables import StateRow
 
@@ -43,15 +45,21 @@ def run(ctx: Context) -> Outcome:
     if ctx.quick:
         out.notes.append(f"{ctx.mode} mode: {stored:,} stored operations (the full run: "
                          "1,000,000)")
-    prefix = f"co{uuid.uuid4().hex[:6]}"
-    deep = f"{prefix}-s-{(stored - undecided) // 2}"
+    # One prefix in every run: the SQLite store's bulk is kept between runs (bench.seeds).
+    prefix = "co"
+    settled = stored - undecided
+    deep = f"{prefix}-s-{settled // 2}"
     worst: list[tuple[float, str]] = []
-    sqlite_url = f"sqlite:///{ctx.workdir / 'console.db'}"
-    worst.append(measure(out, "sqlite", sqlite_url, prefix, deep, tries,
-                         (stored, undecided, escalated)))
+    worst.append(measure(out, "sqlite", partial(bulk_sqlite, ctx.seed_cache,
+                                                ctx.workdir / "console.db", prefix, settled),
+                         prefix, deep, tries, (stored, undecided, escalated)))
     try:
         with pg_schema(ctx.pg_url) as pg_url:
-            worst.append(measure(out, "postgresql", pg_url, prefix, deep, tries,
+            def pg_bulk() -> str:
+                bulk(pg_url, prefix, settled)
+                return pg_url
+
+            worst.append(measure(out, "postgresql", pg_bulk, prefix, deep, tries,
                                  (stored, undecided, escalated)))
     except OperationalError as exc:
         out.notes.append(f"PostgreSQL not measured: {type(exc).__name__} at --pg")
@@ -63,13 +71,15 @@ def run(ctx: Context) -> Outcome:
     return out
 
 
-def measure(out: Outcome, kind: str, url: str, prefix: str, deep: str, tries: int,
-            sizes: tuple[int, int, int]) -> tuple[float, str]:
-    """Seed the store at `url`, serve it, time every page; the slowest p95 and its page."""
+def measure(out: Outcome, kind: str, bulk_seeded: Callable[[], str], prefix: str, deep: str,
+            tries: int, sizes: tuple[int, int, int]) -> tuple[float, str]:
+    """Seed a store (its settled bulk by `bulk_seeded`, which gives its URL; the undecided
+    now), serve it, time every page; the slowest p95 and its page."""
     stored, undecided, escalated = sizes
     with step(f"{kind}: seeding {stored:,} operations ({undecided:,} undecided, "
               f"{escalated:,} escalated)"):
-        seed(url, prefix, stored, undecided, escalated)
+        url = bulk_seeded()
+        seed(url, prefix, undecided, escalated)
     pages = {
         "/ui/operations": "/ui/operations",
         "/ui/operations?verdict=indeterminate": "/ui/operations?verdict=indeterminate",
@@ -100,11 +110,11 @@ def measure(out: Outcome, kind: str, url: str, prefix: str, deep: str, tries: in
     return slowest, f"{kind} {page}"
 
 
-def seed(url: str, prefix: str, stored: int, undecided: int, escalated: int) -> None:
+def seed(url: str, prefix: str, undecided: int, escalated: int) -> None:
+    """Beside the settled bulk: `undecided` operations due now, `escalated` of them
+    escalated."""
     store = open_store(url)
-    store.put_contract(CONTRACT)
     seeder = Seeder(store.engine)
-    seeder.settled(ids(f"{prefix}-s", stored - undecided))
     due = ids(f"{prefix}-d", undecided)
     seeder.due(due)
     state = table_of(StateRow)

@@ -40,11 +40,13 @@ Mode = Literal["full", "quick", "tiny"]
 @dataclass(frozen=True, slots=True)
 class Context:
     """What a benchmark is given: the size of the run, a scratch directory on the disk under
-    test (baselines and the product share it), and PostgreSQL's URL."""
+    test (baselines and the product share it), PostgreSQL's URL, and where seeded stores are
+    kept between runs (bench.seeds; None: every store seeded afresh)."""
 
     mode: Mode
     workdir: Path
     pg_url: str
+    seed_cache: Path | None = None
 
     @property
     def quick(self) -> bool:

@@ -18,13 +18,13 @@ operations for the sweep.
 from __future__ import annotations
 
 import time
-import uuid
 from pathlib import Path
 
 from bench.harness import Context, Outcome, Percentiles, progress, step
 from bench.loadgen import Spec, Tally
-from bench.operations import CONTRACT, Seeder, ids, toml_config, verdict_counts
+from bench.operations import Seeder, ids, toml_config, verdict_counts
 from bench.procs import SIDECAR, Command, ServerProcess, loadgen, server, servers
+from bench.seeds import bulk_sqlite
 from reconciler.store.schema import open_store
 
 NAME = "scale"
@@ -42,24 +42,24 @@ def run(ctx: Context) -> Outcome:
     if ctx.quick:
         out.notes.append(f"{ctx.mode} mode: {large:,} vs {small:,} stored operations (the "
                          "full run: 1,000,000 vs 10,000)")
-    prefix = f"sc{uuid.uuid4().hex[:6]}"
+    # One prefix in every run: the seeded stores are kept between runs (bench.seeds).
+    prefix = "sc"
     small_db, large_db = ctx.workdir / "small.db", ctx.workdir / "large.db"
     with step(f"seeding {small:,} operations"):
-        seed(small_db, prefix, small, 0)
+        seed(ctx, small_db, prefix, small, 0)
     with step(f"seeding {large:,} operations ({due:,} of them due)"):
-        seed(large_db, prefix, large, due)
+        seed(ctx, large_db, prefix, large, due)
     settled = large - due
     lookups(ctx, out, prefix, (small_db, small, small), (large_db, large, settled))
     sweeping_memory(ctx, out, prefix, large_db, due)
     return out
 
 
-def seed(path: Path, prefix: str, count: int, due: int) -> None:
-    store = open_store(f"sqlite:///{path}")
-    store.put_contract(CONTRACT)
-    seeder = Seeder(store.engine)
-    seeder.settled(ids(f"{prefix}-s", count - due))
-    seeder.due(ids(f"{prefix}-d", due))
+def seed(ctx: Context, path: Path, prefix: str, count: int, due: int) -> None:
+    """`count` operations at `path`, `due` of them due now (written now: their deadlines run
+    from their attempt), the others settled (from the seed cache when kept)."""
+    store = open_store(bulk_sqlite(ctx.seed_cache, path, prefix, count - due))
+    Seeder(store.engine).due(ids(f"{prefix}-d", due))
     store.engine.dispose()
 
 
