@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, ClassVar
 
 import typer
+from typer.core import TyperCommand, TyperOption
 
 from reconciler import terminal
 from reconciler.command_tree import Root
-from reconciler.schedule import DEFAULT_POLICY
 
 if TYPE_CHECKING:
+    from typer._click import Context, HelpFormatter
+
     from reconciler.replay import ExpectResult, ReplayReport
 
 # Every command imports what it uses when it runs: `reconciler --help` and `--version` stay
@@ -390,7 +392,21 @@ def migrate_command(
     typer.echo(f"{shown}: at revision {revision}")
 
 
-@app.command("serve")
+class PolicyHelp(TyperCommand):
+    """A command whose options' help names the probe policy's defaults as `{policy.NAME}`,
+    filled in from reconciler.schedule when the help is shown: building the command line for
+    every other command does not import the scheduler."""
+
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        from reconciler.schedule import DEFAULT_POLICY
+
+        for param in self.params:
+            if isinstance(param, TyperOption) and param.help and "{policy." in param.help:
+                param.help = param.help.format(policy=DEFAULT_POLICY)
+        super().format_help(ctx, formatter)
+
+
+@app.command("serve", cls=PolicyHelp)
 def serve_command(
     ctx: typer.Context,
     db: Annotated[str | None, typer.Option(
@@ -410,14 +426,14 @@ def serve_command(
     sweep_interval_s: Annotated[float | None, typer.Option(
         help="Seconds between reconcile sweeps; 0 probes only on demand [default 5].")] = None,
     probe_concurrency: Annotated[int | None, typer.Option(
-        help=f"Operations probed at once [default {DEFAULT_POLICY.concurrency}].")] = None,
+        help="Operations probed at once [default {policy.concurrency}].")] = None,
     probe_timeout_s: Annotated[float | None, typer.Option(
         help="A probe call still running after this is recorded unavailable "
-             f"[default {DEFAULT_POLICY.probe_timeout_s:g}].")
+             "[default {policy.probe_timeout_s:g}].")
     ] = None,
     probe_budget: Annotated[int | None, typer.Option(
         help="Probe rounds per operation before it is escalated "
-             f"[default {DEFAULT_POLICY.probe_budget}].")] = None,
+             "[default {policy.probe_budget}].")] = None,
     retry_lease_ttl_s: Annotated[float | None, typer.Option(
         help="How long a retry grant stays valid [default 60].")] = None,
     max_body_bytes: Annotated[int | None, typer.Option(
@@ -495,7 +511,9 @@ def _value(given: StrEnum | None, ctx: typer.Context, name: str) -> str | None:
 def health_command(
     url: Annotated[str | None, typer.Option(
         help="The sidecar's readiness URL [default http://127.0.0.1:$RECONCILER_PORT/readyz, "
-             "port 8765].")] = None,
+             "port 8765]. A sidecar serving TLS (--tls-cert): https://NAME:PORT/readyz with a "
+             "name its certificate holds and allowed_hosts lists (SSL_CERT_FILE for a private "
+             "CA).")] = None,
     token_env: Annotated[str, typer.Option(
         help="The variable holding the bearer token to send (none sent when it is unset).")
     ] = "RECONCILER_TOKEN",
