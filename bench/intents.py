@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
-from bench.harness import BenchError, Context, Outcome, Percentiles
+from bench.harness import BenchError, Context, Outcome, Percentiles, step
 from bench.loops import LoopRun, alternate, run_for
 from bench.sqlcount import DurableCommits
 from reconciler.domain import Effect, Intent
@@ -108,8 +108,10 @@ def run(ctx: Context) -> Outcome:
     try:
         for writers, label in ((1, "1 writer"), (WRITERS, f"{WRITERS} writers")):
             before = counter.durable_commits
-            baseline, product = alternate(partial(run_for, raw.insert, seconds, writers),
-                                          partial(run_for, record, seconds, writers), rounds)
+            with step(f"{label}: {rounds} alternating rounds of {seconds:g} s per side"):
+                baseline, product = alternate(partial(run_for, raw.insert, seconds, writers),
+                                              partial(run_for, record, seconds, writers),
+                                              rounds)
             commits = counter.durable_commits - before
             report(out, label, baseline, product, commits, TARGETS[writers])
     finally:
