@@ -98,7 +98,7 @@ def test_dbos_retries_a_step_the_provider_did_despite_its_error_without_sending(
 def docs_example(page: str) -> str:
     """The first Python block of docs/integrations/`page`."""
     text = (ROOT / "docs" / "integrations" / page).read_text()
-    return text.split("```python\n", 1)[1].split("```", 1)[0]
+    return text.split("```python", 1)[1].split("\n", 1)[1].split("```", 1)[0]  # past the fence
 
 
 @pytest.mark.parametrize("fault", ["error_after_commit", "fail_before_commit"])

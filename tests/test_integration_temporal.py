@@ -224,7 +224,7 @@ def test_a_worker_interceptor_leaves_other_activities_alone(charges: Charges) ->
 
 def test_the_docs_example_is_the_example_that_runs_and_charges_once() -> None:
     page = (Path(__file__).parent.parent / "docs" / "integrations" / "temporal.md").read_text()
-    shown = page.split("```python\n", 1)[1].split("```", 1)[0]
+    shown = page.split("```python", 1)[1].split("\n", 1)[1].split("```", 1)[0]
     example = Path(__file__).parent.parent / "examples" / "temporal_charge.py"
     assert shown in example.read_text()
     temporal_charge = importlib.import_module("temporal_charge")

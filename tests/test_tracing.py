@@ -142,7 +142,7 @@ def test_a_tool_call_and_the_sidecars_work_on_it_are_one_trace(
         monkeypatch.setenv("RECONCILER_TOKEN", TOKEN)
         # The worker is docs/integrations/opentelemetry.md's, as it stands.
         worker: dict[str, Any] = {"payments": payments, "charge_body": charge_body}
-        exec(compile(DOCS.read_text().split("```python\n", 1)[1].split("```", 1)[0],
+        exec(compile(DOCS.read_text().split("```python", 1)[1].split("\n", 1)[1].split("```")[0],
                      str(DOCS), "exec"), worker)
         charge = worker["charge"]
 
