@@ -86,7 +86,7 @@ class IntentLoad:
             thread.join(PATIENCE_S)
 
     def _write(self, writer: int) -> None:
-        with httpx.Client(base_url=self.url, timeout=10) as http:
+        with httpx.Client(base_url=self.url, timeout=PATIENCE_S) as http:
             for n in range(self.per_writer):
                 if self._stop.is_set():
                     return

@@ -24,8 +24,9 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
 from sandbox_charge import Payments
 
 from reconciler.mcpproxy.proxy import KEY_META, OPERATION_META
+from reconciler.testing.patience import PATIENCE_S
 
-payments = Payments(sys.argv[1], http=httpx.Client(timeout=10.0))
+payments = Payments(sys.argv[1], http=httpx.Client(timeout=PATIENCE_S))
 server = MCPServer("payments")
 
 

@@ -25,6 +25,7 @@ from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
 from reconciler.sandbox import running_sandbox
 from reconciler.service import Settings, create_app
 from reconciler.store.schema import open_store
+from reconciler.testing.patience import PATIENCE_S
 
 from service_harness import serving
 
@@ -70,7 +71,7 @@ def sidecar_charging(tmp_path: Path, fault: str | None) -> Iterator[httpx.Client
         app = create_app(Settings(sweep_interval_s=SWEEP_S), ledger=Ledger(store),
                          agent=agent,
                          probes_for=lambda p: providers[p].probes if p in providers else ())
-        with serving(app) as url, httpx.Client(base_url=url, timeout=20) as http:
+        with serving(app) as url, httpx.Client(base_url=url, timeout=PATIENCE_S) as http:
             yield http
 
 

@@ -21,6 +21,7 @@ from reconciler.hashing import derive_idempotency_key, request_hash
 from reconciler.sandbox import RunningSandbox, running_sandbox
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings
+from reconciler.testing.patience import PATIENCE_S
 
 from service_harness import serving
 
@@ -39,7 +40,7 @@ def sidecar(tmp_path: Path, sandbox: RunningSandbox) -> Iterator[httpx.Client]:
     config = tmp_path / "reconciler.toml"
     config.write_text(CONFIG.read_text().replace("http://127.0.0.1:8081", sandbox.url))
     settings = Settings(db=f"sqlite:///{tmp_path / 'r.db'}", sweep_interval_s=0, config=config)
-    with serving(create_app(settings)) as url, httpx.Client(base_url=url, timeout=10.0,
+    with serving(create_app(settings)) as url, httpx.Client(base_url=url, timeout=PATIENCE_S,
                                                              trust_env=False) as http:
         yield http
 

@@ -48,6 +48,7 @@ from reconciler.schemas import OperationOut
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings
 from reconciler.service.views import operation_out
+from reconciler.testing.patience import PATIENCE_S
 
 from kill_harness import Job, Logged, Zygote, gate_log, sandbox_config
 from service_harness import serving
@@ -79,7 +80,7 @@ def zygote() -> Iterator[Zygote]:
 @pytest.fixture
 def provider(sandbox: RunningSandbox) -> RunningSandbox:
     """The module's sandbox, emptied, its next charge held `DELAY_S` before it commits."""
-    with httpx.Client(base_url=sandbox.url, timeout=5.0) as http:
+    with httpx.Client(base_url=sandbox.url, timeout=PATIENCE_S) as http:
         http.post("/_sandbox/reset").raise_for_status()
         http.post("/_sandbox/faults", json={"provider": "pay", "fault": f"delay={DELAY_S}"}
                   ).raise_for_status()
@@ -210,7 +211,7 @@ def ask(server: StdioServerParameters, later_s: float | None = None) -> list[tup
 def recorded(db: str, sidecar: str | None, operation_id: str) -> OperationOut:
     """The operation as recorded (judged, not probed again)."""
     if sidecar is not None:
-        with httpx.Client(base_url=sidecar, timeout=10.0, trust_env=False) as http:
+        with httpx.Client(base_url=sidecar, timeout=PATIENCE_S, trust_env=False) as http:
             return OperationOut.model_validate(http.get(f"/v1/operations/{operation_id}")
                                                .raise_for_status().json())
     with EmbeddedBackend(db) as store:

@@ -23,6 +23,7 @@ from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
 from reconciler.service import Settings, create_app
 from reconciler.store.journal import SqlJournal
 from reconciler.store.schema import open_store
+from reconciler.testing.patience import PATIENCE_S
 
 from service_harness import serving
 from sidecar_client import Sidecar, ZeroProbe
@@ -113,7 +114,7 @@ def test_agent_runs_count_their_turns_and_tool_calls(tmp_path: Path) -> None:
     store.put_contract(ProviderContract("chat"))
     agent = Agent(ScriptedModel([call(tool_use("lookup", {})), say("done")]), [tool], {})
     app = create_app(Settings(sweep_interval_s=0), ledger=Ledger(store), agent=agent)
-    with serving(app) as url, httpx.Client(base_url=url, timeout=20) as http:
+    with serving(app) as url, httpx.Client(base_url=url, timeout=PATIENCE_S) as http:
         def counts() -> tuple[float, float]:
             text = http.get("/metrics").text
             found = {s.name: s.value for f in text_string_to_metric_families(text)

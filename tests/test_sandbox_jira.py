@@ -23,6 +23,7 @@ from reconciler.hashing import request_hash
 from reconciler.sandbox import RunningSandbox
 from reconciler.sandbox.jira import account_id
 from reconciler.sandbox.jql import JqlError, parse
+from reconciler.testing.patience import PATIENCE_S
 
 EMAIL, TOKEN = "agent@example.test", "sandbox-api-token"
 LOGIN = {"Authorization": "Basic " + base64.b64encode(f"{EMAIL}:{TOKEN}".encode()).decode()}
@@ -34,8 +35,8 @@ HASH = request_hash({"operation_id": OP})
 def jira(sandbox: RunningSandbox) -> httpx.Client:
     """Jira's REST root on the kit's sandbox, emptied, logged in as EMAIL."""
     sandbox.state.reset()
-    return httpx.Client(base_url=sandbox.url + "/jira/rest/api/3", headers=LOGIN, timeout=5.0,
-                        trust_env=False)
+    return httpx.Client(base_url=sandbox.url + "/jira/rest/api/3", headers=LOGIN,
+                        timeout=PATIENCE_S, trust_env=False)
 
 
 def create(jira: httpx.Client, *labels: str, **extra: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import pytest
 
 from reconciler.hashing import request_hash
 from reconciler.sandbox import ManualClock, RunningSandbox
+from reconciler.testing.patience import PATIENCE_S
 
 from sandbox_harness import PAY, configure, stored, wait_until, write
 
@@ -50,7 +51,7 @@ def charge_in_flight(
     """A keyed charge held in flight by a delay, from another thread, until the block ends."""
     with (
         ThreadPoolExecutor(max_workers=1) as pool,
-        httpx.Client(base_url=sandbox.url, timeout=5.0) as other,
+        httpx.Client(base_url=sandbox.url, timeout=PATIENCE_S) as other,
     ):
         first = pool.submit(write, other, PAY, key=key, fault="delay=0.8")
         wait_until(lambda: client.get(f"/pay/_sandbox/idempotency_keys/{key}").status_code != 404)
