@@ -5,12 +5,13 @@ Seeding took most of a quick run on a loaded machine (290 s of 11 minutes, issue
 what it writes is the same every time: operations whose rows do not depend on when they were
 written (settled ones are verified_applied with nothing due; never-dispatched ones have
 nothing due either). The cache is keyed by everything that decides those rows: the migration
-head and the migrations' text (the tables), bench/operations.py's text (the rows the `Seeder`
-writes) and the seed's parameters. Anything else changed, the key changes and the store is
-seeded afresh. What does depend on the time (the due operations a sweep or a claim picks up,
-whose deadlines run from their attempt) is written on the copy by each run, as before.
+head and the migrations' text (the tables), the text of bench/operations.py and
+reconciler/store/rows.py (the rows the `Seeder` writes) and the seed's parameters. Any of
+them changed, the key changes and the store is seeded afresh. What does depend on the time
+(the due operations a sweep or a claim picks up, whose deadlines run from their attempt) is
+written on the copy by each run, as before.
 
-    cache/<name>-<key>.db ── copy ──▶ workdir/<store>.db ── + due operations ──▶ measured
+    cache/bulk-<key>.db ── copy ──▶ workdir/<store>.db ── + due operations ──▶ measured
 
 The cache directory: `--seed-cache DIR`, else `$RECONCILER_BENCH_CACHE`, else
 `~/.cache/reconciler-bench`; `--no-seed-cache` seeds every store afresh.
@@ -30,6 +31,7 @@ from alembic.script import ScriptDirectory
 from bench import operations
 from bench.harness import progress
 from bench.operations import CONTRACT, Seeder, ids
+from reconciler.store import rows
 from reconciler.store.schema import alembic_config, open_store
 
 DEFAULT_CACHE = Path(os.environ.get("RECONCILER_BENCH_CACHE",
@@ -38,12 +40,13 @@ DEFAULT_CACHE = Path(os.environ.get("RECONCILER_BENCH_CACHE",
 
 def schema_key() -> str:
     """What decides a seeded store's rows apart from its parameters: the migration head, the
-    migrations' text and the seeder's text."""
+    migrations' text, and the text of the seeder and of the store's rows it writes."""
     scripts = ScriptDirectory.from_config(alembic_config())
     digest = hashlib.sha256()
     for path in sorted(Path(scripts.versions).glob("*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    digest.update(Path(operations.__file__).read_bytes())
+    for module in (operations, rows):  # the seeder, and the rows it takes from the store
+        digest.update(Path(module.__file__ or "").read_bytes())
     return f"{scripts.get_current_head()}-{digest.hexdigest()[:16]}"
 
 

@@ -217,8 +217,11 @@ class DriverStatements:
         compiled = statement.compile(dialect=self.dialect,  # type: ignore[attr-defined]
                                      column_keys=list(params))
         assert isinstance(compiled, SQLCompiler)
-        if compiled.insert_prefetch or compiled.update_prefetch or getattr(
-                compiled, "postfetch", None):  # set on INSERT and UPDATE compilations only
+        # An UPDATE's postfetch columns are those it sets to a SQL expression (a count plus
+        # one) or the server updates: computed by the database in the statement itself, read
+        # back only by the ORM or `return_defaults()`, neither of which runs here.
+        if compiled.insert_prefetch or compiled.update_prefetch or (
+                getattr(compiled, "postfetch", None) and not compiled.isupdate):
             return None  # defaults SQLAlchemy computes or reads back around the statement
         if self.dialect.paramstyle not in ("qmark", "numeric", "format", "named", "pyformat"):
             return None
