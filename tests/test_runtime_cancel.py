@@ -15,11 +15,12 @@ import pytest
 from fastapi import FastAPI, Request
 
 from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable
+from reconciler.testing.patience import PATIENCE_S
 
 from service_harness import serving
 
 T = TypeVar("T")
-DEADLINE_S = 10.0  # bounds every scenario: a hang fails the test instead of stalling the run
+DEADLINE_S = PATIENCE_S  # bounds every scenario: a hang fails the test instead of stalling the run
 
 
 def run(scenario: Coroutine[Any, Any, T]) -> T:

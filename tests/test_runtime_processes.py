@@ -15,11 +15,12 @@ import pytest
 
 from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable
 from reconciler.runtime.processes import ProcessResult, ProcessTimeout, run_process
+from reconciler.testing.patience import PATIENCE_S
 
 from runtime_harness import gone, group_gone
 
 T = TypeVar("T")
-DEADLINE_S = 10.0  # bounds every scenario: a hang fails the test instead of stalling the run
+DEADLINE_S = PATIENCE_S  # bounds every scenario: a hang fails the test instead of stalling the run
 
 # Writes "pid pgid" to argv[1] once SIGTERM is ignored, then sleeps until killed.
 IGNORES_SIGTERM = textwrap.dedent("""

@@ -13,6 +13,7 @@ from reconciler.domain import IntentConflict
 from reconciler.errors import IntentConflictError, StoreUnavailableError
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
+from reconciler.testing.patience import PATIENCE_S
 
 from builders import OTHER_HASH, intent
 from sandbox_harness import wait_until
@@ -20,7 +21,6 @@ from sandbox_harness import wait_until
 #: Callers queued behind a held first commit.
 FOLLOWERS = 4
 #: The most a test waits for callers to get where it holds them.
-PATIENCE_S = 10.0
 
 
 @pytest.fixture

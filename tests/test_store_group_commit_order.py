@@ -15,6 +15,7 @@ from sqlalchemy import Connection, text
 from reconciler.store.commits import Step
 from reconciler.store.schema import make_engine, open_store
 from reconciler.store.sql import SqlStore
+from reconciler.testing.patience import PATIENCE_S
 
 from builders import intent
 from databases import pg_schema, pg_unreachable
@@ -24,7 +25,6 @@ OPS = ["op-1", "op-2"]
 #: How long a batch that holds its first row waits for the other batch to hold one too.
 RENDEZVOUS_S = 1.5
 #: The most the test waits for a caller to be queued.
-PATIENCE_S = 10.0
 
 
 @pytest.fixture
