@@ -3,10 +3,8 @@ token may come from, refusing an open service, and printing them with secrets ma
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ from fastapi import FastAPI
 from pydantic import ValidationError
 
 from reconciler.domain import ProviderContract
-from reconciler.service.server import run_on, uvicorn_config
+from reconciler.service.server import uvicorn_config
 from reconciler.service.settings import (
     Settings,
     SettingsError,
@@ -200,30 +198,3 @@ def test_serving_an_open_non_loopback_address_is_refused_at_start() -> None:
     assert result.returncode == 2
     assert "without a credential" in result.stderr
     assert "serving on" not in result.stdout
-
-
-def test_cpus_come_as_a_list_and_must_be_available_to_the_process() -> None:
-    available = sorted(os.sched_getaffinity(0))
-    assert load_settings({}, env={"RECONCILER_CPUS": f" {available[0]} ,"}).cpus == (
-        available[0],)
-    assert load_settings({}, env={}).cpus == ()
-    missing = max(available) + 1
-    with pytest.raises(SettingsError, match=f"cpus: {missing} not available to this process"):
-        load_settings({}, env={"RECONCILER_CPUS": str(missing)})
-
-
-def test_serving_on_cpus_pins_the_threads_started_after() -> None:
-    cpu = sorted(os.sched_getaffinity(0))[0]
-    seen: list[set[int]] = []
-
-    def serve_on_cpu() -> None:
-        # Affinity is per thread: set in a thread of its own, the test process keeps its own.
-        run_on((cpu,))
-        started = threading.Thread(target=lambda: seen.append(os.sched_getaffinity(0)))
-        started.start()
-        started.join()
-
-    thread = threading.Thread(target=serve_on_cpu)
-    thread.start()
-    thread.join()
-    assert seen == [{cpu}]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
 import sys
 from collections.abc import Mapping
 from typing import TextIO
@@ -50,7 +49,6 @@ def serve(settings: Settings, *, out: TextIO | None = None) -> None:
     out = out or sys.stdout
     configure(settings.log_level, settings.log_format)
     print(render_settings(settings), file=out, flush=True)
-    run_on(settings.cpus)
     app = create_app(settings)
     sock = bind(settings.host, settings.port)
     url = base_url(sock)
@@ -60,22 +58,6 @@ def serve(settings: Settings, *, out: TextIO | None = None) -> None:
     settle_heap()
     uvicorn.Server(uvicorn_config(app, settings, log_level=settings.log_level,
                                   own_logging=False)).run(sockets=[sock])
-
-
-def run_on(cpus: tuple[int, ...]) -> None:
-    """Keep the process on `cpus` (none: where the OS puts it). Set before anything starts a
-    thread, so that every thread (uvicorn's loop, the group committer's writer, the sweep's)
-    inherits it (sched_setaffinity(2): a new thread inherits its creator's mask).
-
-    Why one CPU might cost less CPU: the event loop and the committer's writer thread hand
-    the GIL to each other around every statement the writer runs, and on two cores each
-    hand-off can move the interpreter's working set between the cores' caches. Measured, it
-    depends on the machine: one set of `http` runs took 823 us instead of 966 per new intent
-    pinned to one core; later runs on the same machine gained nothing (bench/README.md,
-    http). So it is off by default, and pinning a replica per core is the operator's choice:
-    replicas pinned to one core would share it."""
-    if cpus:
-        os.sched_setaffinity(0, cpus)
 
 
 def settle_heap() -> None:

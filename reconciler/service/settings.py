@@ -23,7 +23,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from sqlalchemy.engine import make_url
@@ -119,9 +119,6 @@ class Settings(BaseModel):
                                      "swagger-ui-bundle.js and swagger-ui.css (e.g. npm's "
                                      "swagger-ui-dist): /docs serves them from here; unset, "
                                      "/docs is off (never a CDN)")
-    cpus: tuple[Annotated[int, Field(ge=0)], ...] = Field((), description="CPU numbers the "
-                                                          "service process runs on (Linux); "
-                                                          "empty: wherever the OS puts it")
     log_level: LogLevel = Field("info", description="debug shows every probe HTTP call")
     log_format: LogFormat = Field("text", description="json: one object per line")
     access_log: bool = Field(True, description="one line per request (logger "
@@ -143,13 +140,6 @@ class Settings(BaseModel):
             supported_store_url(self.db)
         except StoreUrlError as exc:
             raise ValueError(f"db: {exc}") from None
-        if self.cpus:
-            if not hasattr(os, "sched_getaffinity"):
-                raise ValueError("cpus: CPU affinity is set only on Linux; leave cpus unset")
-            available = sorted(os.sched_getaffinity(0))
-            if unknown := sorted(set(self.cpus) - set(available)):
-                raise ValueError(f"cpus: {', '.join(map(str, unknown))} not available to this "
-                                 f"process (available: {', '.join(map(str, available))})")
         if self.docs_assets is not None and (missing := missing_docs_assets(self.docs_assets)):
             raise ValueError(f"docs_assets: {self.docs_assets} lacks {', '.join(missing)} "
                              "(a Swagger UI 5 distribution, e.g. npm's swagger-ui-dist)")
@@ -238,9 +228,9 @@ def load_settings(flags: Mapping[str, object] | None = None,
     if TOKEN_ENV in env:
         # Set but empty is refused, not read as "no token": it would silently open the service.
         values["token"] = env[TOKEN_ENV]
-    for listed in ("allowed_hosts", "cpus"):
-        if isinstance(values.get(listed), str):
-            values[listed] = [h.strip() for h in values[listed].split(",") if h.strip()]
+    if isinstance(values.get("allowed_hosts"), str):
+        values["allowed_hosts"] = [h.strip() for h in values["allowed_hosts"].split(",")
+                                   if h.strip()]
     try:
         values["credentials"] = credentials_from_env(env)
         return Settings.model_validate(values)
