@@ -1,5 +1,6 @@
-"""The lean HTTP/1.1 GET of `probes/http11.py` on an event loop, for probe calls the sweep runs
-on the probe loop (`probes/loop.py`) instead of a thread each.
+"""The probes' lean HTTP/1.1 GET (the wire format of `probes/http11.py`) on an event loop: the
+sweep's probe calls on the probe loop (`probes/loop.py`) instead of a thread each, and a
+blocking caller's on the shared probe loop.
 
 Why: with 64 reads in flight, each on its own thread blocked in `recv`, every answer wakes a
 thread that must take the GIL from the sweep's own thread, which then waits its turn to
@@ -9,13 +10,12 @@ on uvloop with httptools: 0.08-0.10 ms); in the reconcile benchmark, where the s
 needs the GIL too, the sweep's CPU per operation fell from 0.75-0.90 ms to about 0.63 ms
 (bench/README.md, `reconcile`).
 
-It is the blocking client's twin, and the tests hold both to the same behaviour
-(tests/test_probe_http11.py): the same request head (`request_head`), the same parsing and
-limits (`Parsed`), the same decoding; the timeout on the connect (and the TLS handshake) and on
-every wait for bytes; a connection reused only after its answer was read to the end, the server
-keeping it open and nothing sent past the answer, and never once the server closed it while it
-was idle (the loop tells: `connection_lost`). Its one difference: the body of an answer the
-caller does not read is not read either, and the connection goes with it.
+It does what the blocking client it replaced did (tests/test_probe_http11.py): the request
+head of `request_head`, the parsing and limits of `Parsed`, the decoding; the timeout on the
+connect (and the TLS handshake) and on every wait for bytes; a connection reused only after its
+answer was read to the end, the server keeping it open and nothing sent past the answer, and
+never once the server closed it while it was idle (the loop tells: `connection_lost`). The body
+of an answer the caller does not read is not read either, and the connection goes with it.
 
 Sources relied on: the asyncio docs (Transports and Protocols: `data_received`,
 `eof_received`, `connection_lost`, `pause_reading`; `loop.create_connection` with `ssl`,

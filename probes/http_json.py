@@ -30,6 +30,7 @@ import httpx
 
 from probes.base import ProbeTarget, utc_now
 from probes.credentials import MissingCredential
+from probes.loop import wait_for
 from probes.matching import Found, UnusableResponse
 from probes.pagination import Cut
 from probes.spec import HttpJsonSpec
@@ -86,6 +87,9 @@ class HttpJsonProbe:
                 f"authority={spec.authority.value!r}, token_env={env!r})")
 
     def probe(self, target: ProbeTarget) -> Observation | Receipt:
+        if self._clients.lean:
+            # One wire: a blocking caller reads as the sweep does, on the probe loop.
+            return wait_for(self.aprobe(target))
         reading = self._reading(target)
         outcome: Reply | FetchError | None = None
         try:
@@ -104,9 +108,9 @@ class HttpJsonProbe:
             return self._unavailable(target, str(exc), retry_after=_retry_after(exc))
 
     async def aprobe(self, target: ProbeTarget) -> Observation | Receipt:
-        """`probe` as a task on an event loop (the sweep's probe loop), over
-        `http11_async`; the same reads, bounds and answers. Where httpx reads instead (an
-        injected transport, a proxy), `probe` runs on a thread of the loop's."""
+        """The read as a task on an event loop (the sweep's probe loop), over
+        `http11_async`; `probe` waits for it. Where httpx reads instead (an injected
+        transport, a proxy), `probe` reads and this runs it on a thread of the loop's."""
         if not self._clients.lean:
             return await asyncio.to_thread(self.probe, target)
         reading = self._reading(target)

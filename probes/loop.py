@@ -49,6 +49,10 @@ class ProbeLoop:
             loop = self._loop
         return asyncio.run_coroutine_threadsafe(call, loop)
 
+    def runs_here(self) -> bool:
+        """Whether the calling thread is this loop's."""
+        return self._thread is not None and self._thread is threading.current_thread()
+
     def close(self) -> None:
         """Cancel the calls still running and stop the loop (a call cut off by its caller is
         bounded by its own deadline; here it is given up)."""
@@ -63,6 +67,21 @@ class ProbeLoop:
         thread.join(timeout=10)
         if not thread.is_alive():
             loop.close()
+
+
+#: The process's probe loop for blocking callers (a probe's `probe`, `run_probe`,
+#: `check-config --live`): they read over the same asyncio wire as the sweep. Started at its
+#: first call; a daemon thread, so it never holds up the process's exit.
+_shared = ProbeLoop()
+
+
+def wait_for(call: Coroutine[Any, Any, T]) -> T:
+    """Run `call` on the shared probe loop and wait for its result, from a thread other than
+    the loop's own (there the wait would never end: refused)."""
+    if _shared.runs_here():
+        call.close()
+        raise RuntimeError("a blocking probe call on the probe loop itself: await aprobe")
+    return _shared.submit(call).result()
 
 
 async def _cancel_all() -> None:

@@ -8,9 +8,9 @@ every probe sharing it (probes/budget.py); a wait that would pass the deadline e
 `rate limited`. Everything is bounded (tries, per-try timeout, one deadline for all tries and
 pages, a response size cap) because a reconcile pass must end even when a provider hangs.
 
-The wire below is `probes/http11.py`'s lean HTTP/1.1 client, or httpx when a transport is
-injected (tests, embedding) or the environment names a proxy (`Clients`); both raise httpx's
-exception classes, mapped here.
+The wire below is the lean HTTP/1.1 client on an event loop (`probes/http11_async.py`, `aget`),
+or httpx, blocking, when a transport is injected (tests, embedding) or the environment names a
+proxy (`Clients`, `get`); both raise httpx's exception classes, mapped here.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 import urllib.request
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -33,7 +33,6 @@ import httpx
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception_type
 
 from probes.budget import Budget, BudgetSpent
-from probes.http11 import Connection
 from probes.http11_async import AsyncConnection
 
 log = logging.getLogger(__name__)
@@ -94,22 +93,6 @@ class Head(Protocol):
     def headers(self) -> Mapping[str, str]: ...
 
 
-class Answer(Head, Protocol):
-    """What `get` reads of an answer: an `httpx.Response` or an `http11.Response`."""
-
-    def iter_bytes(self) -> Iterator[bytes]: ...
-
-
-class Session(Protocol):
-    """Where `get` sends its GETs: an `httpx.Client` or an `http11.Connection`."""
-
-    def stream(self, method: str, url: str, *, params: Mapping[str, str] | None,
-               headers: Mapping[str, str] | None,
-               timeout: float) -> AbstractContextManager[Answer]: ...
-
-    def close(self) -> None: ...
-
-
 def retry_after(response: Head, now: Callable[[], float] = time.time) -> float | None:
     """The wait a rate-limit answer asks for, in seconds; None when it names none."""
     value = response.headers.get("retry-after")
@@ -149,9 +132,10 @@ class Clients:
     call abandoned mid-request keeps its client. Redirects are not followed: one could carry
     the credential to another host, and a probe reads where it is configured to, nowhere else.
 
-    A client is an `http11.Connection` (several times cheaper per read than httpx's own), or an
-    `httpx.Client` when a transport is given (a test's `httpx.MockTransport`, an embedder's)
-    or when the environment names a proxy at the time the client is made (`HTTP_PROXY`,
+    A call on the probe loop takes an `http11_async.AsyncConnection` (`aclient`: several times
+    cheaper per read than httpx's own); one that reads through httpx takes an `httpx.Client`
+    (`client`): when a transport is given (a test's `httpx.MockTransport`, an embedder's) or
+    the environment names a proxy at the time the client is made (`HTTP_PROXY`,
     `HTTPS_PROXY`, `ALL_PROXY`: httpx honours them, and `NO_PROXY`, as it always did here).
     """
 
@@ -160,22 +144,23 @@ class Clients:
         self.headers, self.transport, self.keep = dict(headers), transport, keep
         # No lock: a deque's appends and pops are thread-safe (the collections docs), and with
         # 64 calls in flight a lock around them was contended.
-        self._idle: deque[Session] = deque()
+        self._idle: deque[httpx.Client] = deque()
         self._idle_async: deque[tuple[asyncio.AbstractEventLoop, AsyncConnection]] = deque()
 
     @contextmanager
-    def client(self) -> Iterator[Session]:
+    def client(self) -> Iterator[httpx.Client]:
+        """An idle `httpx.Client`, or a new one, given back when done (calls that are not
+        `lean`)."""
         try:
             session = self._idle.pop()
         except IndexError:
-            session = self._new()
+            session = httpx.Client(headers=self.headers, transport=self.transport,
+                                   verify=_tls(), follow_redirects=False)
         try:
             yield session
         finally:
-            # As fresh as a new client for the next call: no cookie of this one goes along
-            # (an http11.Connection keeps none).
-            if isinstance(session, httpx.Client):
-                session.cookies.clear()
+            # As fresh as a new client for the next call: no cookie of this one goes along.
+            session.cookies.clear()
             # Two calls ending at once may both keep theirs: `keep` is a bound give or take.
             if len(self._idle) < self.keep:
                 self._idle.append(session)
@@ -184,9 +169,10 @@ class Clients:
 
     @property
     def lean(self) -> bool:
-        """Whether calls go over the lean clients (`http11`), not httpx (a transport given, or a
-        proxy named in the environment when the client would be made: an idle one was made
-        lean, and reading the environment costs more than a read's own work)."""
+        """Whether calls go over the lean client on an event loop (`aclient`), not httpx (a
+        transport given, or a proxy named in the environment when the client would be made: an
+        idle one was made lean, and reading the environment costs more than a read's own
+        work)."""
         return self.transport is None and (bool(self._idle_async) or not _proxied())
 
     @asynccontextmanager
@@ -208,12 +194,6 @@ class Clients:
                 self._idle_async.append((loop, session))
             else:
                 session.close()
-
-    def _new(self) -> Session:
-        if self.transport is not None or _proxied():
-            return httpx.Client(headers=self.headers, transport=self.transport, verify=_tls(),
-                                follow_redirects=False)
-        return Connection(self.headers, _tls())
 
 
 def _proxied() -> bool:
@@ -326,7 +306,7 @@ def _budget_spent() -> Iterator[None]:
         raise FetchError(f"rate limited: {exc}", exc.ready_in) from None
 
 
-def get(session: Session, url: str, params: Mapping[str, str], policy: RetryPolicy,
+def get(session: httpx.Client, url: str, params: Mapping[str, str], policy: RetryPolicy,
         clock: Callable[[], datetime], *, deadline: float | None = None,
         headers: Mapping[str, str] | None = None, budget: Budget | None = None) -> Reply:
     """GET `url` with `params` until a non-transient answer, or raise `FetchError`.

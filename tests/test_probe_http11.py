@@ -1,8 +1,9 @@
-"""The lean HTTP/1.1 clients under the probe framework (probes/http11.py, blocking, and
-probes/http11_async.py, on the probe loop), each test run on both, on the wire: bodies
-framed every way HTTP/1.1 frames them, decoded, capped while read; keep-alive only after an
-answer read to its end; timeouts; HTTPS verified; redirects never followed; the URL and headers
-httpx would have sent; and when httpx is used instead (an injected transport, a proxy)."""
+"""The probes' one lean HTTP/1.1 client (probes/http11_async.py on the probe loop, speaking
+probes/http11.py's wire format), on the wire: bodies framed every way HTTP/1.1 frames them,
+decoded, capped while read; keep-alive only after an answer read to its end; timeouts; HTTPS
+verified; redirects never followed; the URL and headers httpx would have sent; when httpx is
+used instead (an injected transport, a proxy); and a blocking `probe` reading over that same
+client, on the shared probe loop."""
 
 from __future__ import annotations
 
@@ -23,10 +24,9 @@ import httpx
 import pytest
 
 from probes.base import ProbeTarget
-from probes.http11 import Connection
 from probes.http11_async import AsyncConnection
 from probes.http_json import http_json
-from probes.loop import ProbeLoop
+from probes.loop import ProbeLoop, wait_for
 from probes.transport import Clients, FetchError, Reply, RetryPolicy, _tls, aget, get
 from reconciler.domain import Authority, Observation, Receipt
 
@@ -113,40 +113,35 @@ def serve() -> Iterator[Callable[..., Server]]:
 
 
 class Wire:
-    """One of the two lean clients, both held to every test here: the blocking one (a probe's
-    `probe`) and the asyncio one (`aprobe`, on a probe loop as the sweep runs it)."""
+    """The lean client, on a probe loop of its own, as the sweep runs it."""
 
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.loop = ProbeLoop() if kind == "asyncio" else None
+    def __init__(self) -> None:
+        self.loop = ProbeLoop()
 
     def connection(self, tls: ssl.SSLContext | None = None,
-                   headers: dict[str, str] | None = None) -> Connection | AsyncConnection:
-        return (AsyncConnection if self.loop else Connection)(headers or {}, tls or _tls())
+                   headers: dict[str, str] | None = None) -> AsyncConnection:
+        return AsyncConnection(headers or {}, tls or _tls())
 
-    def get(self, session: Connection | AsyncConnection | httpx.Client, url: str,
+    def get(self, session: AsyncConnection | httpx.Client, url: str,
             policy: RetryPolicy = FAST, params: dict[str, str] | None = None,
             headers: dict[str, str] | None = None) -> Reply:
         clock = lambda: datetime.now(UTC)  # noqa: E731
-        if isinstance(session, AsyncConnection):
-            assert self.loop is not None
-            return self.loop.submit(aget(session, url, params or {}, policy, clock,
-                                         headers=headers)).result(PATIENCE_S)
-        assert not isinstance(session, AsyncConnection)
-        return get(session, url, params or {}, policy, clock, headers=headers)
+        if isinstance(session, httpx.Client):
+            return get(session, url, params or {}, policy, clock, headers=headers)
+        return self.loop.submit(aget(session, url, params or {}, policy, clock,
+                                     headers=headers)).result(PATIENCE_S)
 
-    def fetch(self, session: Connection | AsyncConnection | httpx.Client, url: str,
+    def fetch(self, session: AsyncConnection | httpx.Client, url: str,
               policy: RetryPolicy = FAST) -> tuple[int, bytes]:
         reply = self.get(session, url, policy)
         return reply.status, reply.content
 
 
-@pytest.fixture(params=["blocking", "asyncio"])
-def wire(request: pytest.FixtureRequest) -> Iterator[Wire]:
-    made = Wire(request.param)
+@pytest.fixture
+def wire() -> Iterator[Wire]:
+    made = Wire()
     yield made
-    if made.loop is not None:
-        made.loop.close()
+    made.loop.close()
 
 
 def test_content_length_chunked_and_read_to_close_bodies(
@@ -305,14 +300,13 @@ def test_httpx_is_used_for_an_injected_transport_or_a_proxy(
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
                  "all_proxy"):
         monkeypatch.delenv(name, raising=False)
-    with Clients({}, None).client() as plain:
-        assert isinstance(plain, Connection)
+    assert Clients({}, None).lean
     mock = httpx.MockTransport(lambda request: httpx.Response(200))
+    assert not Clients({}, mock).lean
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    assert not Clients({}, None).lean
     with Clients({}, mock).client() as injected:
         assert isinstance(injected, httpx.Client)
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
-    with Clients({}, None).client() as proxied:
-        assert isinstance(proxied, httpx.Client)
 
 
 def test_a_header_value_with_a_line_break_is_a_failed_read_never_sent(
@@ -323,7 +317,8 @@ def test_a_header_value_with_a_line_break_is_a_failed_read_never_sent(
     assert server.heads == []
 
 
-def test_aprobe_reads_what_probe_reads(serve: Callable[..., Server]) -> None:
+def test_a_blocking_probe_reads_over_the_same_wire_as_aprobe(
+        serve: Callable[..., Server]) -> None:
     record = json.dumps({"key": "key-1", "charge_id": "ch_1", "request_hash": "sha256:ab"})
     missing = json.dumps({"error": {"code": "resource_missing"}})
     server = serve(respond("200 OK", record.encode()), respond("404 Not Found", missing.encode()),
@@ -348,3 +343,15 @@ def test_aprobe_reads_what_probe_reads(serve: Callable[..., Server]) -> None:
     assert [replace(a, at=receipt.at) for a in answers[2:]] == [
         receipt, replace(zero, at=receipt.at)]
     assert [head.split(b"\r\n")[0] for head in server.heads] == [b"GET /keys/key-1 HTTP/1.1"] * 4
+
+
+def test_a_blocking_wait_on_the_probe_loop_itself_is_refused() -> None:
+    async def nothing() -> int:
+        return 1
+
+    async def on_the_loop() -> int:
+        return wait_for(nothing())
+
+    assert wait_for(nothing()) == 1  # from any other thread: run and waited for
+    with pytest.raises(RuntimeError, match="on the probe loop itself"):
+        wait_for(on_the_loop())
