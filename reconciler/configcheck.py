@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,6 +40,7 @@ from reconciler.configsight import (
 from reconciler.domain import Observation, Receipt
 from reconciler.errors import ReconcilerError, StoreUrlError
 from reconciler.ports import Store
+from reconciler.proxy_options import read_proxy_table, read_proxy_tool
 from reconciler.service.settings import SettingsError, load_settings
 from reconciler.store.schema import make_engine
 from reconciler.store.sql import SqlStore
@@ -89,15 +91,21 @@ class _Lines:
 
     _HEADER = re.compile(r'^\s*\[(\[)?\s*providers\s*\.\s*("[^"]*"|[A-Za-z0-9_-]+)'
                          r'\s*(\.\s*probes\s*)?\]')
+    _PROXY = re.compile(r'^\s*\[\s*mcp_proxy\s*'
+                        r'(?:\.\s*tools\s*\.\s*("[^"]*"|[A-Za-z0-9_-]+)\s*)?\]')
 
     def __init__(self, path: Path, text: str) -> None:
         self.path = path
         self.tables: dict[tuple[str, int | None], int] = {}
         self.service: int | None = None
+        #: `[mcp_proxy]` (None) and its `[mcp_proxy.tools.NAME]` tables.
+        self.proxy: dict[str | None, int] = {}
         counts: dict[str, int] = {}
         for number, line in enumerate(text.splitlines(), start=1):
             if re.match(r"^\s*\[\s*service\s*\]", line):
                 self.service = number
+            if proxy := self._PROXY.match(line):
+                self.proxy.setdefault(proxy[1].strip('"') if proxy[1] else None, number)
             found = self._HEADER.match(line)
             if not found:
                 continue
@@ -169,6 +177,8 @@ def _actions(report: ConfigReport, lines: _Lines, data: Mapping[str, Any], agent
                 f"cannot list the agent's tools ({type(exc).__name__}: {exc}): its actions "
                 "are not checked against the probes")))
     proxy = data.get("mcp_proxy")
+    if proxy is not None:
+        _check_proxy(report, lines, proxy)
     if isinstance(proxy, Mapping):
         actions += proxy_actions(proxy)
     if store is not None:
@@ -197,20 +207,26 @@ _OPTION = re.compile(r"option '([^']+)'")
 
 def _every_error(name: str, piece: dict[str, Any], env: Mapping[str, str] | None,
                  source: str) -> list[str]:
-    """Every error of one piece (the contract, or one probe), not only the first a build
-    raises: the option an error names is set aside and the piece built again, until it builds,
-    an error names no option of it, or names one set aside (a required option it now lacks:
-    not a mistake of its own). Bounded by the piece's options."""
+    """Every error of one piece of a provider's table (the contract, or one probe)."""
     entries = piece.get("probes")
     if entries is not None and not isinstance(entries[0], Mapping):
         entries, table = None, piece  # not a table: nothing to set aside, one error
     else:
         table = dict(entries[0]) if entries else dict(piece)
+    return _errors_of(table, lambda options: parse_config(
+        {"providers": {name: {"probes": [options]} if entries else options}}, env,
+        source=source))
+
+
+def _errors_of(table: dict[str, Any], build: Callable[[dict[str, Any]], object]) -> list[str]:
+    """Every error `build` raises for `table`, not only the first: the option an error names
+    is set aside and the table built again, until it builds, an error names no option of it,
+    or names one set aside (a required option it now lacks: not a mistake of its own).
+    Bounded by the table's options."""
     errors: list[str] = []
     for _ in range(len(table) + 1):
         try:
-            parse_config({"providers": {name: {"probes": [table]} if entries else table}}, env,
-                         source=source)
+            build(table)
             break
         except ProbeConfigError as exc:
             message = str(exc)
@@ -222,6 +238,26 @@ def _every_error(name: str, piece: dict[str, Any], env: Mapping[str, str] | None
             break
         del table[named.group(1)]
     return errors
+
+
+def _check_proxy(report: ConfigReport, lines: _Lines, table: Any) -> None:
+    """Every mistake of the `[mcp_proxy]` table and of each of its tools' tables, as
+    `reconciler mcp-proxy` would refuse them (reconciler/proxy_options.py)."""
+    if not isinstance(table, dict):
+        report.problems.append(Problem("error", str(report.path), "'mcp_proxy' must be a "
+                                       "table ([mcp_proxy])"))
+        return
+    tools = table.get("tools", {})
+    pieces: list[tuple[str | None, dict[str, Any], Callable[[dict[str, Any]], object]]] = []
+    if isinstance(tools, dict) and all(isinstance(t, dict) for t in tools.values()):
+        # Each tool alone and the table without them: one mistake does not hide the next.
+        pieces = [(tool, dict(spec), partial(read_proxy_tool, tool))
+                  for tool, spec in tools.items()]
+        table = {k: v for k, v in table.items() if k != "tools"}
+    pieces.insert(0, (None, dict(table), read_proxy_table))
+    for tool, piece, build in pieces:
+        for error in _errors_of(piece, build):
+            report.problems.append(Problem("error", lines.at(lines.proxy.get(tool)), error))
 
 
 def _check_provider(report: ConfigReport, lines: _Lines, name: str, table: Any,

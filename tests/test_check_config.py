@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from probes.base import ProbeTarget
 from probes.recipes import recipe_factory
-from reconciler.cli import app
+from reconciler.cli import EXIT_BAD_INPUT, app
 from reconciler.domain import Authority, Carried, Effect, Intent, Observation
 from reconciler.store.schema import open_store
 from reconciler.store.tables import EvidenceRow
@@ -335,3 +335,37 @@ def test_a_probe_that_names_no_actions_is_warned_about(tmp_path: Path) -> None:
     assert code == 0
     assert f"{config}:8: warning: probe 'payments.lookup' names no `actions`: it covers " \
            "none, and its empty reads prove nothing (SPEC section 3)" in lines
+
+
+def test_every_mistake_of_an_mcp_proxy_table_is_reported_at_its_table(tmp_path: Path) -> None:
+    """As `reconciler mcp-proxy` would refuse them: each option is checked, not only the tools'
+    coverage (reconciler/proxy_options.py)."""
+    config = tmp_path / "proxy.toml"
+    config.write_text('''[mcp_proxy]
+provider = "chat"
+call_timeout_s = "soon"
+colour = 3
+[mcp_proxy.tools.send_message]
+effect = "bogus"
+sends_keys = true
+''')
+    code, lines = check(config)
+    assert code == 1
+    assert [line for line in lines if ": error: " in line] == [
+        f"{config}:1: error: [mcp_proxy]: option 'call_timeout_s' must be a number",
+        f"{config}:1: error: [mcp_proxy]: unknown option(s): colour",
+        f"{config}:5: error: [mcp_proxy.tools.send_message]: option 'effect' must be one of: "
+        "read_only, idempotent_write, non_idempotent",
+        f"{config}:5: error: [mcp_proxy.tools.send_message]: unknown option(s): sends_keys"]
+
+
+def test_the_mcp_proxy_refuses_the_table_check_config_refuses(tmp_path: Path) -> None:
+    config = tmp_path / "proxy.toml"
+    config.write_text('[mcp_proxy]\nprovider = "chat"\n[mcp_proxy.tools.send]\n'
+                      'sends_key = "yes"\n')
+    code, lines = check(config)
+    result = runner.invoke(app, ["mcp-proxy", "--config", str(config), "--", "true"])
+    mistake = "[mcp_proxy.tools.send]: option 'sends_key' must be true or false"
+    assert (code, result.exit_code) == (1, EXIT_BAD_INPUT)
+    assert f"{config}:3: error: {mistake}" in lines
+    assert f"error: {config}: {mistake}" in result.output

@@ -23,7 +23,8 @@ LAYERS: list[set[str]] = [
     {"store", "ledger", "probes"},                              # facts kept; the one door
     {"gate", "sweep", "prune"},                                 # built on the ledger
     {"runtime", "client", "replay", "sandbox", "health_check"},  # drivers of the above
-    {"service", "demo", "testing", "ops", "configsight"},       # what a user runs or imports
+    {"service", "demo", "testing", "ops", "configsight",        # what a user runs or imports
+     "proxy_options"},
     {"chaos", "configcheck", "effect_backends", "ops_list"},    # built on the service, demo, ops
     {"effect"},                                                 # @effect, on either backend
     {"integrations"},                                           # the frameworks' adapters

@@ -29,13 +29,14 @@ from mcp.server.stdio import stdio_server
 from probes.base import Probe
 from probes.config import parse_config
 from probes.credentials import MissingCredential
+from probes.errors import ProbeConfigError
 from probes.mcp_read import passed_environment
 from reconciler.client import ReconcilerClient
 from reconciler.client.effects import Recorder
-from reconciler.domain import Effect
 from reconciler.effect_backends import EmbeddedBackend
 from reconciler.errors import ReconcilerError
 from reconciler.mcpproxy.proxy import ProxySettings, ReconcilingProxy
+from reconciler.proxy_options import read_proxy_table
 from reconciler.service.settings import read_config
 
 
@@ -48,42 +49,28 @@ def load_settings(path: Path | None, provider: str | None, pass_env: Sequence[st
     """The proxy's settings and the rest of the file (its `[providers.*]` tables); `pass_env`
     adds to the file's `pass_env` (--pass-env)."""
     data = read_config(path) if path else {}
-    table = data.pop("mcp_proxy", {})
     where = str(path) if path else "the command line"
-    name = provider or table.get("provider")
-    if not isinstance(name, str) or not name:
+    try:
+        table = read_proxy_table(data.pop("mcp_proxy", {}))
+    except ProbeConfigError as exc:
+        raise ProxyConfigError(f"{where}: {exc}") from None
+    name = provider or table.provider
+    if not name:
         raise ProxyConfigError(f"{where}: name the upstream's provider ([mcp_proxy] provider "
                                "or --provider)")
-    tools = table.get("tools", {})
-    try:
-        effects = {t: Effect(spec["effect"]) for t, spec in tools.items() if "effect" in spec}
-    except ValueError as exc:
-        raise ProxyConfigError(f"{where}: [mcp_proxy.tools]: {exc}") from None
+    tools = table.tools
     settings = ProxySettings(
-        name, effects=effects,
-        actions={t: str(spec["action"]) for t, spec in tools.items() if "action" in spec},
-        correlate={t: [str(a) for a in spec["correlate"]] for t, spec in tools.items()
-                   if "correlate" in spec},
-        call_timeout_s=float(table.get("call_timeout_s", 30.0)),
-        keyed=frozenset(t for t, spec in tools.items() if _flag(spec, "sends_key", where, t)),
-        tagged=frozenset(t for t, spec in tools.items()
-                         if _flag(spec, "sends_operation_id", where, t)))
-    named = table.get("pass_env")
-    if named is not None and not (isinstance(named, list)
-                                  and all(isinstance(n, str) for n in named)):
-        raise ProxyConfigError(f"{where}: [mcp_proxy] pass_env must be a list of names")
-    if named is not None or pass_env:
-        settings.pass_env = [*(named or []), *pass_env]
-    if "scope" in table:
-        settings.scope = str(table["scope"])
+        name, effects={t: spec.effect for t, spec in tools.items() if spec.effect is not None},
+        actions={t: spec.action for t, spec in tools.items() if spec.action is not None},
+        correlate={t: spec.correlate for t, spec in tools.items() if spec.correlate is not None},
+        call_timeout_s=table.call_timeout_s,
+        keyed=frozenset(t for t, spec in tools.items() if spec.sends_key),
+        tagged=frozenset(t for t, spec in tools.items() if spec.sends_operation_id))
+    if table.pass_env is not None or pass_env:
+        settings.pass_env = [*(table.pass_env or []), *pass_env]
+    if table.scope is not None:
+        settings.scope = table.scope
     return settings, data
-
-
-def _flag(spec: Any, name: str, where: str, tool: str) -> bool:
-    value = spec.get(name, False)
-    if not isinstance(value, bool):
-        raise ProxyConfigError(f"{where}: [mcp_proxy.tools.{tool}] {name} must be true or false")
-    return value
 
 
 def upstream_target(command: Sequence[str], url: str | None,
