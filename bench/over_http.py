@@ -195,9 +195,9 @@ def compare(out: Outcome, sidecar: ServerProcess, noop: Spec, endpoint: Endpoint
         noop_half: list[Tally] = []
         endpoint_half: list[Tally] = []
         for _ in range(rounds):
-            noop_half.append(loadgen(at_rate(noop, half, latency_seconds)))
+            noop_half.append(loadgen(at_rate(noop, half, latency_seconds), refusals=True))
             endpoint_half.append(loadgen(at_rate(endpoint.fresh(endpoint.spec), half,
-                                                 latency_seconds)))
+                                                 latency_seconds), refusals=True))
     noop_p, endpoint_p = (Percentiles.of([s for t in noop_half for s in t.latencies_s]),
                           Percentiles.of([s for t in endpoint_half for s in t.latencies_s]))
     short = label.split(" (")[0]
@@ -212,6 +212,11 @@ def compare(out: Outcome, sidecar: ServerProcess, noop: Spec, endpoint: Endpoint
                    f"{endpoint_side.cpu_us / floor_side.cpu_us:.2f}x the floor's)")
     out.figure(f"{label} at {half:,.0f} requests/s: {endpoint_p.render()}")
     out.figure(f"no-op at {half:,.0f} requests/s: {noop_p.render()}")
+    for side, tallies in (("endpoint", endpoint_half), ("no-op", noop_half)):
+        refused = sum(t.bad_statuses.get("503", 0) for t in tallies)
+        out.figure(f"{side} at {half:,.0f} requests/s: {refused:,} of "
+                   f"{sum(t.requests for t in tallies):,} refused 503 overloaded (latencies "
+                   "above: the admitted requests)")
     out.latencies[f"{short} @ {half:,.0f}/s"] = endpoint_p
     out.latencies[f"no-op @ {half:,.0f}/s"] = noop_p
     out.ratio(f"{short} throughput vs no-op", endpoint_rps / noop_rps,
