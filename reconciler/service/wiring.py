@@ -14,6 +14,7 @@ from typing import Annotated, TypeVar, TypeVarTuple
 import anyio.to_thread
 from apscheduler.schedulers.background import BackgroundScheduler
 from fastapi import Depends, FastAPI, Request
+from sqlalchemy.exc import SQLAlchemyError
 
 from probes.base import Probe
 from reconciler import tracing
@@ -160,9 +161,18 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             await asyncio.to_thread(scheduler.shutdown, wait=True)
         try:
             await asyncio.to_thread(wiring.sweeper.close)
-        except StoreUnavailableError as exc:
-            log.warning("sweeper %s could not release its leases (they lapse at expiry): %s",
-                        wiring.sweeper.holder, exc)
+        except (StoreUnavailableError, SQLAlchemyError) as exc:
+            # A store that is down, or up but refusing writes (a read-only PostgreSQL replica,
+            # a full disk): the leases are not released, nothing else is lost, and shutting
+            # down must go on (uvicorn would log "Application shutdown failed" and a traceback).
+            log.warning("sweeper %s could not release its probe leases (another replica takes "
+                        "their operations when they expire): %s", wiring.sweeper.holder,
+                        _cause(exc))
+
+
+def _cause(exc: Exception) -> object:
+    """What the store said (the driver's error), not SQLAlchemy's text with the statement."""
+    return getattr(exc, "orig", None) or exc
 
 
 def _started() -> BackgroundScheduler:
