@@ -75,6 +75,7 @@ from reconciler.runtime.toolgate import Hook, no_hook
 from reconciler.sandbox import RunningSandbox
 from reconciler.schemas import AttemptIn, IntentIn, OperationOut, RetryIn, RetryOut
 from reconciler.service.settings import load_providers
+from reconciler.testing.patience import PATIENCE_S
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -85,7 +86,7 @@ from worker_log import UntaggedPayments, logged, untagged  # noqa: E402
 
 PROVIDER = "stripe"
 #: A worker that outlives this is killed by the harness and its run counted as failed.
-WORKER_TIMEOUT_S = 30.0
+WORKER_TIMEOUT_S = PATIENCE_S
 
 
 @dataclass(frozen=True)

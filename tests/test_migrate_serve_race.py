@@ -13,6 +13,8 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from reconciler.testing.patience import PATIENCE_S
+
 from databases import pg_schema, pg_unreachable
 from service_harness import LOOPBACK
 
@@ -22,7 +24,7 @@ REPLICAS, TRIES = 4, 10
 #: the race under test is the migration's, not the pool's.
 POOL_SIZE = 2
 #: Every wait is bounded: a replica stuck on the lock (the race's other symptom) fails the try.
-DEADLINE_S = 45.0
+DEADLINE_S = PATIENCE_S
 
 
 def start_replica(url: str) -> subprocess.Popen[str]:
