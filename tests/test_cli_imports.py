@@ -12,6 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from reconciler.cli import _Root, app
+from reconciler.schedule import DEFAULT_POLICY
 
 #: Packages a command imports when it runs, never to show help or the version.
 HEAVY = ("fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "psycopg", "httpx",
@@ -56,3 +57,13 @@ def test_a_lazy_group_is_loaded_to_run_its_commands() -> None:
     assert shown.exit_code == 0, shown.output
     assert "Usage: reconciler ops" in shown.stdout
     assert "queue" in shown.stdout and "list" in shown.stdout
+
+
+def test_serve_help_names_the_probe_policys_defaults() -> None:
+    shown = CliRunner().invoke(app, ["serve", "--help"], prog_name="reconciler",
+                               env={"COLUMNS": "200"}).stdout
+    assert "{policy." not in shown
+    for default in (f"[default {DEFAULT_POLICY.concurrency}]",
+                    f"[default {DEFAULT_POLICY.probe_timeout_s:g}]",
+                    f"[default {DEFAULT_POLICY.probe_budget}]"):
+        assert default in shown, default
