@@ -1,13 +1,30 @@
-"""Issue 33's attacks on the JSON API, replayed over real HTTP on SQLite and PostgreSQL, each with
-the safe answer: a problem (RFC 9457) that says what to do, never a 500, and nothing recorded
-that was not answered as recorded.
+"""Issue 33's attacks, replayed over real HTTP on SQLite and PostgreSQL, each with the safe
+answer: a problem (RFC 9457) or a console page that says what to do, never a 500, and nothing
+recorded that was not answered as recorded.
+
+Here: an attempt or evidence racing its intent (404); NUL bytes in every query and path
+parameter; /readyz while the store refuses writes; the access log's fields and query strings;
+SQL parameters in tracebacks; --host beyond loopback without allowed_hosts, and a Host not
+allowed; another worker reading a run's input; the console's first-send approval and
+rejection (no "Not recorded", no "sent again"); a duplicate offered a retry and cleared by
+erasing it; an old session of a removed credential after a restart.
+
+Elsewhere, each on both stores or independent of the store: the console's inputs past the API's
+limits (tests/test_console_inputs.py), its forms and queries fuzzed (test_console_fuzz.py),
+`ops approve` / `ops reject` / `ops compensate` (test_ops_cli.py, test_console_compensation.py),
+the health check against a token-protected sidecar (test_service_health_check.py), the
+"no probe can see this action" hint (test_console_sight.py), the errors a user meets: a
+mysql:// URL, enum reprs, the mcp extra, check-config (test_trust_messages.py), the approval
+409's title (test_service_runs.py).
 """
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -23,20 +40,27 @@ import pytest
 import sqlalchemy
 from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError
+from test_console_sessions import ALICE, BOB_CRED, after_restart, alice, session_of
+from test_console_sessions import sidecar as session_sidecar
 from test_trust_bounded_inputs import runs_sidecar
 
-from reconciler.domain import Attempt, Outcome
+from reconciler.domain import Attempt, Compensation, Outcome, Resolution
 from reconciler.ledger import Ledger
 from reconciler.logs import JsonFormatter, TextFormatter
+from reconciler.runs.events import EventKind
 from reconciler.runtime.agent import Agent
 from reconciler.runtime.scripted import ScriptedModel, say
 from reconciler.service import Settings, create_app
 from reconciler.service.credentials import credential, new_token
+from reconciler.service.ui.access import KEY_ENV
 from reconciler.store import rows
 from reconciler.store.attempts import INSERT_ATTEMPT
+from reconciler.store.journal import SqlJournal
 from reconciler.store.schema import make_engine, open_store
 from reconciler.store.sql import SqlStore
 
+from builders import OP, intent
+from console_harness import console_sidecar, signed_in
 from service_harness import serving, serving_process
 from sidecar_client import TOKEN, H, Sidecar, assert_problem, running_sidecar
 
@@ -291,5 +315,96 @@ def test_a_runs_input_is_read_only_by_its_creator_and_operators(store_url: str) 
                 # As if there were no such run: another caller's run ids are not theirs.
                 assert_problem(response, 404, "unknown-run")
                 assert "4242" not in response.text
+    finally:
+        store.engine.dispose()
+
+
+# -- the console, on both stores (the browser tests drive the same pages on SQLite) ---------
+
+
+def _offered(page: httpx.Response) -> list[str]:
+    """The decisions a console page's decide form offers."""
+    assert page.status_code == 200, page.text
+    return re.findall(r'type="radio" name="action" value="([^"]+)"', page.text)
+
+
+def _what_next(confirmation: httpx.Response) -> str:
+    found = re.search(r'<p id="what-next">(.*?)</p>', confirmation.text, re.S)
+    assert confirmation.status_code == 200 and found, confirmation.text[:500]
+    return html.unescape(found.group(1))
+
+
+def _decided(store: SqlStore, run_id: str) -> list[tuple[object, object]]:
+    return [(e.data["decision"], e.data["actor"]) for e in SqlJournal(store).events(run_id)
+            if e.kind is EventKind.APPROVAL_DECIDED]
+
+
+@pytest.mark.parametrize(("run_id", "decision", "sent"), [("r2", "approve", ["ch_r2"]),
+                                                         ("r3", "reject", [])])
+def test_a_first_send_is_approved_or_rejected_in_the_console_and_sent_at_most_once(
+        store_url: str, tmp_path: Path, run_id: str, decision: str, sent: list[str]) -> None:
+    """Was: 3 of the 4 choices ended in "Not recorded", and the confirmation said the call
+    would be sent again when it had never been sent."""
+    with console_sidecar(tmp_path, first_sends=(run_id,), db=store_url) as console, \
+            signed_in(console.url) as (http, csrf):
+        assert "waiting for approval before its first send" in http.get("/ui/queue").text
+        page = http.get("/ui/run", params={"id": run_id})
+        assert _offered(page) == ["approve", "reject"]
+        token = re.search(r'name="resume_token" value="([^"]+)"', page.text)
+        assert token
+        form = {"csrf": csrf, "id": run_id, "resume_token": token.group(1), "note": "checked"}
+        for decision_of_a_sent_call in ("applied", "not_applied", "approve_retry"):
+            refused = http.post("/ui/run/confirm",
+                                data={**form, "action": decision_of_a_sent_call})
+            assert refused.status_code == 422 and "choose one of: approve, reject" in refused.text
+        what_next = _what_next(http.post("/ui/run/decide", data={**form, "action": decision}))
+        assert "again" not in what_next
+        assert ("sent for the first time" if decision == "approve" else "not run") in what_next
+        confirmed = http.post("/ui/run/confirm", data={**form, "action": decision})
+        assert confirmed.status_code == 303, confirmed.text
+        assert console.refund.sent == sent
+        assert _decided(console.store, run_id) == [(decision, "admin")]
+        assert run_id not in http.get("/ui/queue").text
+
+
+def test_a_duplicate_offers_no_retry_and_its_compensation_keeps_both_effects(
+        store_url: str, tmp_path: Path) -> None:
+    """Was: "Approve a retry" offered for a duplicate, and clearing it meant resolving it
+    verified_applied, which erased that two effects happened."""
+    with console_sidecar(tmp_path, duplicates=("dup",), db=store_url) as console, \
+            signed_in(console.url) as (http, csrf):
+        page = http.get("/ui/operation", params={"id": "dup"})
+        assert _offered(page) == ["compensate"]
+        assert re.search(r"<code>dup_1</code> <strong class=\"received\">", page.text)
+        assert not re.search(r"<code>dup_2</code> <strong", page.text)
+        form = {"csrf": csrf, "id": "dup", "note": "refunded the second charge"}
+        for not_for_a_duplicate in ("approve_retry", "resolve_applied", "resolve_not_applied"):
+            refused = http.post("/ui/operation/confirm",
+                                data={**form, "action": not_for_a_duplicate})
+            assert refused.status_code == 422 and "choose one of: compensate" in refused.text
+        confirmed = http.post("/ui/operation/confirm", data={
+            **form, "action": "compensate", "reference": "re_dup_2"})
+        assert confirmed.status_code == 303, confirmed.text
+        now = console.api.get("/v1/operations/dup").json()
+        assert (now["verdict"], now["next_action"]) == ("duplicate_effect", "compensated")
+        assert "dup" not in {s.operation_id for s in console.store.list_operations(
+            attention=True)}
+        assert [(c.actor, c.reference) for c in console.store.facts("dup").of(Compensation)
+                ] == [("admin", "re_dup_2")]
+
+
+def test_an_old_session_of_a_removed_credential_opens_nothing_after_a_restart(
+        store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was: after a restart without ops-alice but with the same console key, her cookie still
+    opened the queue and recorded a resolution in her name."""
+    monkeypatch.setenv(KEY_ENV, "the-same-console-key-" + "k" * 20)
+    store = open_store(store_url)
+    store.record_intent(intent())
+    try:
+        with session_sidecar(store, alice(), BOB_CRED) as url:
+            cookie, csrf = session_of(url, ALICE)
+        with session_sidecar(store, BOB_CRED) as url:
+            assert after_restart(url, cookie, csrf) == (303, 403)
+        assert not store.facts(OP).of(Resolution)
     finally:
         store.engine.dispose()
