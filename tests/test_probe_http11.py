@@ -29,9 +29,8 @@ from probes.http_json import http_json
 from probes.loop import ProbeLoop, wait_for
 from probes.transport import Clients, FetchError, Reply, RetryPolicy, _tls, aget, get
 from reconciler.domain import Authority, Observation, Receipt
+from reconciler.testing.patience import PATIENCE_S
 
-#: Bound on every wait here; none is expected to come near it.
-PATIENCE_S = 10
 FAST = RetryPolicy(tries=2, backoff_s=0, timeout_s=0.5, deadline_s=2, max_bytes=1000)
 
 #: What the server answers to one request head: the bytes to send, and whether to close after.

@@ -15,11 +15,9 @@ from probes.runner import ProbeThreads
 from probes.transport import Clients
 from reconciler.domain import Authority, Observation
 from reconciler.sight import Sight
+from reconciler.testing.patience import PATIENCE_S
 
 from probe_harness import charge, observe, probe, target
-
-#: Bound on every wait in these tests; none is expected to come near it.
-PATIENCE_S = 10
 
 
 class ThreadNoting:

@@ -36,13 +36,12 @@ from reconciler.store.sql import SqlStore
 from reconciler.store.tables import StateRow
 from reconciler.sweep import Sweeper
 from reconciler.testing import ManualClock
+from reconciler.testing.patience import PATIENCE_S
 
 from builders import H0, K0
 
 CONTRACT = ProviderContract("pay", idempotency_keys=True, visibility_lag_s=0, inflight_s=0,
                             reconcile_deadline_s=600, max_attempts=3)
-#: Bound on every wait in these tests; none is expected to come near it.
-PATIENCE_S = 10.0
 
 
 class Probe:
