@@ -1,13 +1,14 @@
 """`reconciler check-config`: is a configuration file one the service would run as meant?
 
 It builds every provider and probe through `probes.config.parse_config` (the parser the service
-uses), one provider and one probe at a time so that every mistake is reported, not only the
-first, each with the file and the line of its table. A provider without probes is a warning:
-its operations are decided only from evidence posted to the service, and escalate at their
-deadline. Then whether the probes can see the actions the workers perform (SPEC section 3,
-`reconciler/configsight.py`): those of the agent `[service] agent` names, of an `[mcp_proxy]`
-table, and, given a store, every action recorded in it. `live_check` then runs each probe of
-one recorded operation's provider once, and records nothing.
+uses), one provider and one probe at a time so that every mistake is reported, not only the first,
+each with the file and the line of its table; an `[mcp_proxy]` table's options and its tools'
+tables are read as `reconciler mcp-proxy` reads them (reconciler/proxy_options.py), every mistake
+reported too. A provider without probes is a warning: its operations are decided only from evidence
+posted to the service, and escalate at their deadline. Then whether the probes can see the actions
+the workers perform (SPEC section 3, `reconciler/configsight.py`): those of the agent `[service]
+agent` names, of an `[mcp_proxy]` table, and, given a store, every action recorded in it.
+`live_check` then runs each probe of one recorded operation's provider once, and records nothing.
 """
 
 from __future__ import annotations
