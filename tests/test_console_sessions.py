@@ -24,6 +24,7 @@ from reconciler.service.credentials import Credential, Keyring, credential
 from reconciler.service.ui.access import ABSOLUTE_S, IDLE_S, KEY_ENV, SESSION_COOKIE, Access
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
+from reconciler.testing.patience import PATIENCE_S
 
 from builders import OP, intent
 from console_harness import csrf_of
@@ -63,7 +64,7 @@ def sidecar(store: SqlStore, *credentials: Credential) -> Iterator[str]:
 
 def session_of(url: str, token: str) -> tuple[str, str]:
     """Sign in with `token`: the session cookie and its CSRF token."""
-    with httpx.Client(base_url=url, timeout=20) as http:
+    with httpx.Client(base_url=url, timeout=PATIENCE_S) as http:
         answer = http.post("/ui/login", data={"csrf": csrf_of(http.get("/ui/login")),
                                               "credential": token})
         assert answer.status_code == 303, answer.text
@@ -73,7 +74,7 @@ def session_of(url: str, token: str) -> tuple[str, str]:
 def after_restart(url: str, cookie: str, csrf: str) -> tuple[int, int]:
     """What the old session gets from the restarted sidecar: the queue page's status, and the
     status of a confirmed resolution in the session's name."""
-    with httpx.Client(base_url=url, timeout=20, cookies={SESSION_COOKIE: cookie}) as http:
+    with httpx.Client(base_url=url, timeout=PATIENCE_S, cookies={SESSION_COOKIE: cookie}) as http:
         queue = http.get("/ui/queue").status_code
         decided = http.post("/ui/operation/confirm", data={
             "csrf": csrf, "id": OP, "action": "resolve_applied", "note": "in alice's name"})

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from reconciler.store.schema import open_store
+from reconciler.testing.patience import PATIENCE_S
 
 from service_harness import serving_process
 from sidecar_client import TOKEN, Sidecar, ZeroProbe, running_sidecar
@@ -49,7 +50,7 @@ def test_served_process_applies_its_config_and_stops_on_sigterm(store_url: str,
     env = {"RECONCILER_DB": store_url, "RECONCILER_CONFIG": str(config), "SIDECAR_TOKEN": TOKEN}
     with serving_process(env, cwd=tmp_path) as service, httpx.Client(
             base_url=service.url, headers={"Authorization": f"Bearer {TOKEN}"},
-            timeout=10) as http:
+            timeout=PATIENCE_S) as http:
         client = Sidecar(service.url, http, open_store(store_url))
         try:
             # Retries are allowed only because the file says the provider has idempotency keys.

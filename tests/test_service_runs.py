@@ -35,6 +35,7 @@ from reconciler.runtime.scripted import ScriptedModel, Step, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
 from reconciler.service import Settings, create_app, load_settings
 from reconciler.store.schema import journal_of, open_store
+from reconciler.testing.patience import PATIENCE_S
 
 from service_harness import serving, serving_process
 from sidecar_client import TOKEN, assert_problem
@@ -97,7 +98,7 @@ def sidecar(tmp_path: Path, steps: Sequence[Step] = (), tools: Sequence[Tool] = 
                                                      {**QUICK, **(config or {})})
     app = create_app(Settings(sweep_interval_s=0, **settings), ledger=Ledger(store),
                      agent=agent)
-    with serving(app) as url, httpx.Client(base_url=url, timeout=20) as http:
+    with serving(app) as url, httpx.Client(base_url=url, timeout=PATIENCE_S) as http:
         yield http
 
 
@@ -329,7 +330,8 @@ def test_the_sidecar_process_serves_the_agent_named_in_its_environment() -> None
     with serving_process({"RECONCILER_AGENT": "examples.agent:agent",
                           "RECONCILER_DB": "sqlite://", "RECONCILER_SWEEP_INTERVAL_S": "0"},
                          cwd=ROOT) as service:
-        run = ok(httpx.post(service.url + "/v1/runs", json={"input": "one two"}, timeout=20), 201)
+        run = ok(httpx.post(service.url + "/v1/runs", json={"input": "one two"},
+                         timeout=PATIENCE_S), 201)
     assert run["output"] == "Your task has 2 words."
 
 
