@@ -18,6 +18,7 @@ from reconciler.runtime import continuation
 from reconciler.sandbox import ManualClock, RunningSandbox
 from reconciler.sandbox.credentials import SandboxAuth
 from reconciler.store.sealing import KEY_ENV, new_key
+from reconciler.testing.patience import PATIENCE_S
 
 from databases import pg_unreachable
 from runtime_harness import Monotonic, World, open_world
@@ -107,7 +108,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 def http(sandbox: RunningSandbox) -> Iterator[httpx.Client]:
     # Shared because building a client (its TLS context) costs more than most tests here; it
     # sends each provider's sandbox credential, as the sandbox asks for one.
-    with httpx.Client(base_url=sandbox.url, timeout=5.0, auth=SandboxAuth()) as shared:
+    with httpx.Client(base_url=sandbox.url, timeout=PATIENCE_S, auth=SandboxAuth()) as shared:
         yield shared
 
 
