@@ -14,9 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console_harness import Console, console_sidecar, signed_in
+from reconciler.testing.patience import PATIENCE_S
+
+from console_harness import Console, console_sidecar, login_form, signed_in
 from databases import pg_unreachable
 from service_harness import database
+from sidecar_client import TOKEN
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_internal_errors")]
 
@@ -28,6 +31,8 @@ KNOWN = ["late", "r1", "r2", "dup", "resolve_applied", "resolve_not_applied", "a
 VALUE = st.one_of(st.sampled_from(KNOWN), st.text(max_size=2100),
                   st.binary(max_size=300), st.just("n" * 2001), st.just("a\x00b"))
 PAGES = {
+    "/ui": ["x"],
+    "/ui/login": ["x"],
     "/ui/operations": ["verdict", "provider", "escalated", "after", "limit"],
     "/ui/operation": ["id", "done"],
     "/ui/runs": ["state", "unhealthy", "after", "correlation_id"],
@@ -61,6 +66,9 @@ def session(console: Console) -> Iterator[tuple[httpx.Client, str]]:
         yield signed
 
 
+FORM = {"content-type": "application/x-www-form-urlencoded"}
+
+
 def encoded(fields: dict[str, str | bytes]) -> bytes:
     return urlencode(fields).encode()
 
@@ -87,8 +95,38 @@ def test_no_form_makes_a_console_decision_fail(session: tuple[httpx.Client, str]
     @FUZZ
     @given(st.dictionaries(st.sampled_from(FORMS[form]), VALUE, max_size=4))
     def sends(fields: dict[str, str | bytes]) -> None:
-        answer = http.post(form, content=encoded({**fields, "csrf": csrf}), headers={
-            "content-type": "application/x-www-form-urlencoded"})
+        answer = http.post(form, content=encoded({**fields, "csrf": csrf}), headers=FORM)
         assert answer.status_code in (200, 303, 404, 409, 422), (fields, answer.status_code)
 
     sends()
+
+
+def test_no_login_form_makes_the_console_fail(console: Console) -> None:
+    """Signing in: each try on a fresh login form, the operator's credential and the form's
+    CSRF token among the values (so that some get in)."""
+    with httpx.Client(base_url=console.url, timeout=PATIENCE_S) as http:
+
+        @FUZZ
+        @given(st.dictionaries(st.sampled_from(["csrf", "credential"]),
+                               st.one_of(VALUE, st.just(TOKEN), st.none()), max_size=2))
+        def signs_in(fields: dict[str, str | bytes | None]) -> None:
+            csrf = login_form(http)
+            sent = {k: csrf if v is None else v for k, v in fields.items()}
+            answer = http.post("/ui/login", content=encoded(sent), headers=FORM)
+            assert answer.status_code in (303, 401, 403, 422), (sent, answer.status_code)
+
+        signs_in()
+
+
+def test_no_logout_form_makes_the_console_fail(console: Console) -> None:
+    """On a session of its own: a logout that works ends it (the module's session goes on)."""
+    with signed_in(console.url) as (http, csrf):
+
+        @FUZZ
+        @given(st.dictionaries(st.sampled_from(["csrf", "x"]),
+                               st.one_of(VALUE, st.just(csrf)), max_size=2))
+        def signs_out(fields: dict[str, str | bytes]) -> None:
+            answer = http.post("/ui/logout", content=encoded(fields), headers=FORM)
+            assert answer.status_code in (303, 403, 422), (fields, answer.status_code)
+
+        signs_out()
