@@ -14,12 +14,14 @@ from pathlib import Path
 import httpx
 import pytest
 from sqlalchemy import func, select
+from test_trust_messages import shipped_configurations
 from typer.testing import CliRunner
 
 from probes.base import ProbeTarget
 from probes.recipes import recipe_factory
 from reconciler.cli import EXIT_BAD_INPUT, app
 from reconciler.domain import Authority, Carried, Effect, Intent, Observation
+from reconciler.mcpproxy.serve import load_settings as load_proxy_settings
 from reconciler.store.schema import open_store
 from reconciler.store.tables import EvidenceRow
 
@@ -369,3 +371,16 @@ def test_the_mcp_proxy_refuses_the_table_check_config_refuses(tmp_path: Path) ->
     assert (code, result.exit_code) == (1, EXIT_BAD_INPUT)
     assert f"{config}:3: error: {mistake}" in lines
     assert f"error: {config}: {mistake}" in result.output
+
+
+PROXY_FILES = [(where, toml) for where, toml in shipped_configurations()
+               if "[mcp_proxy]" in toml]
+
+
+@pytest.mark.parametrize(("where", "toml"), PROXY_FILES, ids=[w for w, _ in PROXY_FILES])
+def test_every_mcp_proxy_file_the_docs_ship_is_one_the_proxy_reads(
+        where: str, toml: str, tmp_path: Path) -> None:
+    config = tmp_path / "proxy.toml"
+    config.write_text(toml, encoding="utf-8")
+    settings, _ = load_proxy_settings(config, None)
+    assert settings.provider, where
