@@ -55,7 +55,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0]
                                      if __doc__ else None)
     parser.add_argument("--quick", action="store_true",
-                        help="smaller sizes and shorter runs: about 95 s in all")
+                        help="smaller sizes and shorter runs: about 3 minutes in all once "
+                             "the seed cache is warm")
     parser.add_argument("--only", action="append", choices=list(BENCHMARKS), metavar="NAME",
                         help=f"run only this benchmark (repeatable): {', '.join(BENCHMARKS)}")
     parser.add_argument("--peers", action="store_true",
