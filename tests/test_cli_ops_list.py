@@ -24,8 +24,9 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
 
 
 def listed(console: Console, *args: str) -> str:
+    # A terminal of the widest the tables take: the width a run under xdist inherits varies.
     result = CliRunner().invoke(app, ["ops", "list", *args], env={
-        "RECONCILER_URL": console.url, "RECONCILER_TOKEN": TOKEN})
+        "RECONCILER_URL": console.url, "RECONCILER_TOKEN": TOKEN, "COLUMNS": "100"})
     assert result.exit_code == 0, result.output
     return result.output
 
