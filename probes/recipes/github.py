@@ -38,8 +38,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes.errors import ProbeConfigError
-from probes.recipes.recipe import CAUTIOUS_INFLIGHT_S, Inflight, Recipe
+from probes.recipes.recipe import CAUTIOUS_INFLIGHT_S, Inflight, Recipe, by_account
 from reconciler.domain import Authority
 
 CITE = "https://docs.github.com/en/rest/search/search"
@@ -68,16 +67,12 @@ LIST_LAG_S = 60.0
 SEARCH_LAG_S = 300.0
 
 
-def _by_account(options: dict[str, Any], where: str) -> dict[str, Any]:
-    """`account`: the login whose issues prove an effect; the author of anything else is not
-    the worker."""
-    account = options.pop("account", None)
-    if not isinstance(account, str) or not account.strip():
-        raise ProbeConfigError(
-            f"{where}: 'account' (the login the token opens issues as, e.g. 'my-bot' or "
-            "'my-app[bot]') is required: a marker in an issue body anyone can write proves "
-            "an effect only in an issue the worker's own account opened")
-    return {"author": {"user.login": account}, **options}
+#: `account`: the login whose issues prove an effect; the author of anything else is not the
+#: worker.
+_by_account = by_account(
+    "user.login", "the login the token opens issues as, e.g. 'my-bot' or 'my-app[bot]'",
+    "a marker in an issue body anyone can write proves an effect only in an issue the "
+    "worker's own account opened")
 
 
 RECIPES: dict[str, Recipe] = {

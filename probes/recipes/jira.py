@@ -46,8 +46,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes.errors import ProbeConfigError
-from probes.recipes.recipe import Recipe
+from probes.recipes.recipe import Recipe, by_account
 from reconciler.domain import Authority
 
 CITE = "https://developer.atlassian.com/cloud/jira/platform/search-and-reconcile/"
@@ -64,15 +63,12 @@ _COMMON: dict[str, Any] = {
     "headers": {"Accept": "application/json"}}
 
 
-def _by_account(options: dict[str, Any], where: str) -> dict[str, Any]:
-    """`account`: the accountId whose issues prove an effect; anyone may label an issue."""
-    account = options.pop("account", None)
-    if not isinstance(account, str) or not account.strip():
-        raise ProbeConfigError(
-            f"{where}: 'account' (the Atlassian accountId the API token acts as, from GET "
-            "/rest/api/3/myself) is required: a label anyone who may edit an issue can add "
-            "proves an effect only on an issue the worker's own account created")
-    return {"author": {"fields.creator.accountId": account}, **options}
+#: `account`: the accountId whose issues prove an effect; anyone may label an issue.
+_by_account = by_account(
+    "fields.creator.accountId",
+    "the Atlassian accountId the API token acts as, from GET /rest/api/3/myself",
+    "a label anyone who may edit an issue can add proves an effect only on an issue the "
+    "worker's own account created")
 
 
 RECIPES: dict[str, Recipe] = {

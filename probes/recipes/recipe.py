@@ -6,11 +6,26 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from probes.errors import ProbeConfigError
 from reconciler.domain import Authority, ProviderContract
 
 #: A recipe's own options (not `http_json`'s), turned into `http_json` options; the second
 #: argument names the probe for error messages.
 Adapt = Callable[[dict[str, Any], str], dict[str, Any]]
+
+
+def by_account(field: str, account: str, why: str) -> Adapt:
+    """The adapt of a recipe whose effects count only when the worker's own account made them:
+    the required option `account` becomes the `author` check on `field`. `account` says what
+    the option holds, `why` why anyone else's item proves nothing."""
+
+    def adapt(options: dict[str, Any], where: str) -> dict[str, Any]:
+        named = options.pop("account", None)
+        if not isinstance(named, str) or not named.strip():
+            raise ProbeConfigError(f"{where}: 'account' ({account}) is required: {why}")
+        return {"author": {field: named}, **options}
+
+    return adapt
 
 
 #: SPEC section 4's cautious defaults, for a provider that documents nothing: how long it may

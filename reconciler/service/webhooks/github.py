@@ -59,14 +59,20 @@ def signature(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
+def hub_signed(provider: str, header: str, body: bytes, request: Request) -> None:
+    """Refuse a delivery whose `header` is not `signature` of its body with `provider`'s
+    webhook secret (GitHub's X-Hub-Signature-256; Jira's X-Hub-Signature, the same value)."""
+    presented = request.headers.get(header, "")
+    if not hmac.compare_digest(signature(webhook_secret(provider), body).encode(),
+                               presented.encode()):
+        raise rejected(provider, f"{header} does not verify with the webhook secret")
+
+
 @router.post("/github", response_model=WebhookAck, responses=problem_responses(400, 401, 404))
 def github_webhook(body: RawBody, request: Request, wiring: Wired) -> WebhookAck:
     """A GitHub delivery (the webhook's secret in RECONCILER_WEBHOOK_SECRET_GITHUB; content
     type application/json)."""
-    secret = webhook_secret("github")
-    presented = request.headers.get("x-hub-signature-256", "")
-    if not hmac.compare_digest(signature(secret, body).encode(), presented.encode()):
-        raise rejected("github", "X-Hub-Signature-256 does not verify with the webhook secret")
+    hub_signed("github", "X-Hub-Signature-256", body, request)
     event = json_event(body)
     kind = request.headers.get("x-github-event", "")
     named: Found | str = f"a {kind or 'unnamed'} event is not a receipt"

@@ -24,7 +24,6 @@ GitHub (reconciler/service/webhooks/github.py).
 
 from __future__ import annotations
 
-import hmac
 import logging
 import os
 from typing import Any
@@ -36,7 +35,7 @@ from reconciler.schemas import WebhookAck
 from reconciler.service.problems import problem_responses
 
 # Jira's X-Hub-Signature is GitHub's X-Hub-Signature-256 value: `sha256=` and the hex HMAC.
-from reconciler.service.webhooks.github import signature
+from reconciler.service.webhooks.github import hub_signed
 from reconciler.service.webhooks.receiving import (
     Found,
     accept,
@@ -44,8 +43,6 @@ from reconciler.service.webhooks.receiving import (
     dig,
     found,
     json_event,
-    rejected,
-    webhook_secret,
 )
 from reconciler.service.webhooks.routes import router
 from reconciler.service.webhooks.signing import RawBody
@@ -60,10 +57,7 @@ _PREFIX = LABEL.removesuffix("{operation_id}")
 @router.post("/jira", response_model=WebhookAck, responses=problem_responses(400, 401, 404))
 def jira_webhook(body: RawBody, request: Request, wiring: Wired) -> WebhookAck:
     """A Jira Cloud admin webhook's delivery (its secret in RECONCILER_WEBHOOK_SECRET_JIRA)."""
-    secret = webhook_secret("jira")
-    presented = request.headers.get("x-hub-signature", "")
-    if not hmac.compare_digest(signature(secret, body).encode(), presented.encode()):
-        raise rejected("jira", "X-Hub-Signature does not verify with the webhook secret")
+    hub_signed("jira", "X-Hub-Signature", body, request)
     event = json_event(body)
     kind = event.get("webhookEvent")
     named: Found | str = f"a {kind or 'unnamed'} event is not a receipt"
