@@ -11,6 +11,7 @@ first send meets the fault the example is run with:
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -25,9 +26,17 @@ from reconciler.effect import current_call
 from reconciler.effect_backends import EmbeddedBackend
 from reconciler.integrations.tool_calls import ToolEffects
 from reconciler.sandbox import RunningSandbox, running_sandbox
+from reconciler.sandbox.credentials import SANDBOX_ENV
 
 CONFIG = Path(__file__).with_name("reconciler.toml")
 ARGUMENTS = {"order": "A-17", "amount": 1200}
+#: Where the charge tool and the probes read Stripe's key, as a deployment's would.
+KEY_ENV = "STRIPE_SECRET_KEY"
+
+
+def stripe_auth() -> dict[str, str]:
+    """Stripe's key as Stripe takes it: the environment's, else the sandbox's (no secret)."""
+    return {"Authorization": f"Bearer {os.environ.get(KEY_ENV, SANDBOX_ENV[KEY_ENV])}"}
 
 
 def charge_body(operation_id: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -48,7 +57,8 @@ class Payments:
     faults: list[str] = field(default_factory=list)
     #: False: send no Idempotency-Key, as to a provider without keys (a resend charges again).
     keyed: bool = True
-    http: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=1.0))
+    http: httpx.Client = field(
+        default_factory=lambda: httpx.Client(timeout=1.0, headers=stripe_auth()))
 
     def charge(self, order: str, amount: int) -> dict[str, Any]:
         """Charge the customer for an order (amount in cents)."""
@@ -88,7 +98,10 @@ def sandbox_world(fault: str | None, contracts: Sequence[ProviderContract] = ()
                   ) -> Iterator[World]:
     """A sandbox provider on a loopback port, and a store in a temporary folder (`contracts`
     in place of the configuration's). The charge tool sends the key it is given and tags the
-    PaymentIntent with the operation id, and its `ToolEffects` says so."""
+    PaymentIntent with the operation id, and its `ToolEffects` says so. Both send Stripe's key
+    from STRIPE_SECRET_KEY; unset, the sandbox's is set (a key of Stripe's form, no secret: the
+    sandbox checks keys as Stripe does, docs/sandbox-api.md)."""
+    os.environ.setdefault(KEY_ENV, SANDBOX_ENV[KEY_ENV])
     with running_sandbox() as sandbox, tempfile.TemporaryDirectory() as folder:
         sandbox.state.configure(hold_s=2.0)  # a lost answer outlives the client's timeout
         config = Path(folder) / "reconciler.toml"

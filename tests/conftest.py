@@ -16,7 +16,7 @@ from reconciler.client.effects import Recorder
 from reconciler.integrations.tool_calls import ToolEffects
 from reconciler.runtime import continuation
 from reconciler.sandbox import ManualClock, RunningSandbox
-from reconciler.sandbox.credentials import SandboxAuth
+from reconciler.sandbox.credentials import SANDBOX_ENV, SandboxAuth
 from reconciler.store.sealing import KEY_ENV, new_key
 from reconciler.testing.patience import PATIENCE_S
 
@@ -186,3 +186,12 @@ def silent_server() -> Iterator[str]:
     thread.join(5)
     for conn in [*held, listener]:
         conn.close()
+
+
+@pytest.fixture
+def sandbox_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The providers' credentials in the environment, as a deployment's would be: the
+    sandbox's (`SANDBOX_ENV`), which it checks as each provider does. For a module whose
+    sidecar or workers read them from the environment (examples/reconciler.toml's probes)."""
+    for name, value in SANDBOX_ENV.items():
+        monkeypatch.setenv(name, value)

@@ -73,6 +73,7 @@ from reconciler.hashing import request_hash
 from reconciler.integrations.tool_calls import ToolEffects, tool_operation
 from reconciler.runtime.toolgate import Hook, no_hook
 from reconciler.sandbox import RunningSandbox
+from reconciler.sandbox.credentials import SANDBOX_ENV
 from reconciler.schemas import AttemptIn, IntentIn, OperationOut, RetryIn, RetryOut
 from reconciler.service.settings import load_providers
 from reconciler.testing.patience import PATIENCE_S
@@ -80,7 +81,7 @@ from reconciler.testing.patience import PATIENCE_S
 EXAMPLES = Path(__file__).parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
-from sandbox_charge import ARGUMENTS, Payments, charge_body  # noqa: E402
+from sandbox_charge import ARGUMENTS, Payments, charge_body, stripe_auth  # noqa: E402
 from worker_log import Logged as Logged  # noqa: E402  (the gate log's entries, for its readers)
 from worker_log import UntaggedPayments, logged, untagged  # noqa: E402
 
@@ -315,7 +316,7 @@ def work(job: Job) -> None:
     # false statement of the intent, SPEC section 3; a retry grant needs one, SPEC rule 6).
     payments = (UntaggedPayments if job.keyless else Payments)(
         job.sandbox_url, [plan.fault] if plan and plan.fault else [], keyed=True,
-        http=httpx.Client(timeout=1.0, transport=KillingTransport(hook)))
+        http=httpx.Client(timeout=1.0, transport=KillingTransport(hook), headers=stripe_auth()))
     configured = load_providers(job.config)
     probes: dict[str, Sequence[Probe]] = {}
 
@@ -333,7 +334,9 @@ def work(job: Job) -> None:
 
 def _serve(conn: Connection, modules: Sequence[str]) -> None:
     """The zygote: import the frameworks once, then fork one worker per job and report its
-    pid and exit code (-9: killed by SIGKILL)."""
+    pid and exit code (-9: killed by SIGKILL). The workers' probes read the providers'
+    credentials from the environment, as a deployment's do: the sandbox's (it checks them)."""
+    os.environ.update(SANDBOX_ENV)
     for module in modules:
         importlib.import_module(module)
     while (job := conn.recv()) is not None:

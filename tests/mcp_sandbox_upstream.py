@@ -21,12 +21,12 @@ import mcp.types as types
 from mcp.server.mcpserver import Context, MCPServer
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
-from sandbox_charge import Payments
+from sandbox_charge import Payments, stripe_auth
 
 from reconciler.mcpproxy.proxy import KEY_META, OPERATION_META
 from reconciler.testing.patience import PATIENCE_S
 
-payments = Payments(sys.argv[1], http=httpx.Client(timeout=PATIENCE_S))
+payments = Payments(sys.argv[1], http=httpx.Client(timeout=PATIENCE_S, headers=stripe_auth()))
 server = MCPServer("payments")
 
 

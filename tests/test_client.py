@@ -13,11 +13,15 @@ from reconciler.client import AsyncReconcilerClient, ReconcilerClient, intent
 from reconciler.domain import Carried, Effect, Outcome, Verdict
 from reconciler.errors import RetryRefusedError, ServiceError, UnknownOperationError
 from reconciler.sandbox import RunningSandbox, running_sandbox
+from reconciler.sandbox.credentials import SANDBOX_CREDENTIALS
 from reconciler.schemas import AttemptOut, IntentIn, MatchIn
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings
 
 from service_harness import serving
+
+# The probes read the providers' credentials from the environment (the sandbox checks them).
+pytestmark = pytest.mark.usefixtures("sandbox_credentials")
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +43,6 @@ inflight_s = 0
 use = "stripe.charges.list"
 actions = ["charge"]
 base_url = "{sandbox.url}/pay"
-auth = "none"
 tries = 1
 """)
     settings = Settings(db=f"sqlite:///{tmp_path / 'r.db'}", sweep_interval_s=0, config=config)
@@ -52,7 +55,7 @@ def charge(sandbox: RunningSandbox, op: str, fault: str | None = None,
            ) -> tuple[dict[str, object], Callable[[], httpx.Response]]:
     """A charge body and a `send` that posts it to the sandbox (with a fault, if given)."""
     body = {"amount": 1200, "currency": "eur", "metadata": {"operation_id": op}}
-    headers = {"Idempotency-Key": key or f"key-{op}"}
+    headers = {"Idempotency-Key": key or f"key-{op}", **SANDBOX_CREDENTIALS["pay"]}
     if fault:
         headers["X-Sandbox-Fault"] = fault
 
@@ -146,7 +149,7 @@ def test_the_async_client_tracks_the_same_way(sidecar: str, sandbox: RunningSand
                                     ) as effect:
                 await effect.dispatch(lambda: http.post(
                     f"{sandbox.url}/pay/v1/charges", json=body,
-                    headers={"Idempotency-Key": "key-c-async"}))
+                    headers={"Idempotency-Key": "key-c-async", **SANDBOX_CREDENTIALS["pay"]}))
             return list((await client.get("c-async")).attempts)
 
     [attempt] = asyncio.run(run())

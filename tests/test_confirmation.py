@@ -16,7 +16,7 @@ import pytest
 
 from probes.config import parse_config
 from reconciler.demo.agent import SHAPES, receipt_of
-from reconciler.demo.scenarios import VISIBILITY_LAG_S, probe_config
+from reconciler.demo.scenarios import CREDENTIALS, VISIBILITY_LAG_S, probe_config
 from reconciler.ledger import Ledger
 from reconciler.runs.messages import ToolSpec
 from reconciler.runtime.agent import Agent
@@ -62,7 +62,7 @@ def sidecar_charging(tmp_path: Path, fault: str | None) -> Iterator[httpx.Client
     """The sidecar sweeping every SWEEP_S with the sandbox's probes, and an agent that charges
     once (with `fault`) and says it is done."""
     with running_sandbox() as sandbox:
-        providers = parse_config(probe_config(sandbox.url))
+        providers = parse_config(probe_config(sandbox.url), env=CREDENTIALS)
         store = open_store(f"sqlite:///{tmp_path / 'r.db'}")
         for setup in providers.values():
             store.put_contract(setup.contract)

@@ -25,6 +25,9 @@ from reconciler.testing.patience import PATIENCE_S
 
 from service_harness import serving
 
+# The probes read the providers' credentials from the environment (the sandbox checks them).
+pytestmark = pytest.mark.usefixtures("sandbox_credentials")
+
 CONFIG = Path(__file__).parent.parent / "examples" / "reconciler.toml"
 
 

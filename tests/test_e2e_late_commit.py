@@ -53,6 +53,9 @@ from reconciler.testing.patience import PATIENCE_S
 from kill_harness import Job, Logged, Zygote, gate_log, sandbox_config
 from service_harness import serving
 
+# The probes read the providers' credentials from the environment (the sandbox checks them).
+pytestmark = pytest.mark.usefixtures("sandbox_credentials")
+
 #: The sandbox commits the held charge this long after the call; every client gives up at 1 s.
 DELAY_S = 1.5
 TIMEOUT_S = 1.0

@@ -28,6 +28,9 @@ from effect_harness import PROVIDER, Provider
 sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
 from sandbox_charge import Payments, World, sandbox_world
 
+# The probes read the providers' credentials from the environment (the sandbox checks them).
+pytestmark = pytest.mark.usefixtures("sandbox_credentials")
+
 ORDER = {"order": "A-17", "amount": 1200}
 
 

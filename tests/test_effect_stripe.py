@@ -16,6 +16,9 @@ from reconciler.effect import Applied, effect
 from reconciler.effect_backends import EmbeddedBackend
 from reconciler.sandbox import RunningSandbox, running_sandbox
 
+# The probes read the providers' credentials from the environment (the sandbox checks them).
+pytestmark = pytest.mark.usefixtures("sandbox_credentials")
+
 EXAMPLE_CONFIG = Path(__file__).parent.parent / "examples" / "reconciler.toml"
 
 

@@ -18,6 +18,9 @@ from service_harness import serving
 sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
 from worker import charge_customer  # type: ignore[import-not-found, unused-ignore]
 
+# The probes read the providers' credentials from the environment (the sandbox checks them).
+pytestmark = pytest.mark.usefixtures("sandbox_credentials")
+
 
 @pytest.fixture
 def sandbox() -> Iterator[RunningSandbox]:

@@ -29,6 +29,7 @@ from reconciler.demo.agent import SHAPES, dispatch, plan_intent
 from reconciler.domain import Authority, Decision, Facts, Observation, Verdict
 from reconciler.ledger import Ledger
 from reconciler.sandbox import ManualClock, RunningSandbox, running_sandbox
+from reconciler.sandbox.credentials import SANDBOX_ENV
 from reconciler.schedule import SweepPolicy
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
@@ -63,10 +64,10 @@ LAGGING_SEARCHES = ("stripe.charges.search", "postmark.outbound", "github.search
 #: What each recipe needs beyond the sandbox's URL: the sandbox takes no credential but
 #: Twilio's Basic user, and its lags are the tests', not the providers' minutes.
 SANDBOX_OPTIONS: dict[str, dict[str, Any]] = {
-    "twilio": {"account_sid": "AC0DEMO"}, "stripe": {"auth": "none"},
-    "postmark": {"auth": "none"}, "slack": {"auth": "none"},
-    "github": {"auth": "none", "account": "sandbox-bot"}}  # the sandbox's issues' user
-ENV = {"TWILIO_ACCOUNT_SID": "AC0DEMO", "TWILIO_AUTH_TOKEN": "sandbox-token"}
+    "twilio": {"account_sid": "AC0DEMO"},
+    "github": {"account": "sandbox-bot"}}  # the sandbox's issues' user
+#: The credentials the recipes read (the sandbox checks them as each provider does).
+ENV = {**SANDBOX_ENV, "TWILIO_ACCOUNT_SID": "AC0DEMO", "TWILIO_AUTH_TOKEN": "sandbox-token"}
 #: Pins the account and mode a 404 must be read in before it is a zero (the sandbox's own).
 PINNED = {"account": "acct_sandbox", "livemode": False}
 
@@ -125,7 +126,7 @@ class World:
         # A request budget of this test's own: budgets are shared by name across the process.
         return {"use": recipe, "base_url": self.sandbox.url + root, **READ_BOUNDS, **least,
                 "actions": [SHAPES[provider_of(recipe)].action],
-                **SANDBOX_OPTIONS[recipe.split(".")[0]], "budget": self.budget, **options}
+                **SANDBOX_OPTIONS.get(recipe.split(".")[0], {}), "budget": self.budget, **options}
 
     def probe_with(self, provider: str, *probes: Mapping[str, Any]) -> None:
         """Configure `provider`'s contract and probes, as a probe configuration file would."""

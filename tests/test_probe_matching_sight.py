@@ -17,6 +17,7 @@ from probes.http_json import HttpJsonProbe, http_json
 from probes.recipes import recipe_factory
 from reconciler.domain import Authority, Match, Observation
 from reconciler.sandbox import ManualClock, RunningSandbox
+from reconciler.sandbox.credentials import SANDBOX_ENV
 
 from probe_harness import BASE, OP, Handler, answer, charge, observe, probe, target
 
@@ -106,8 +107,7 @@ def test_a_marker_planted_at_the_sandbox_by_another_user_proves_nothing(
         sandbox: RunningSandbox, client: httpx.Client) -> None:
     def search() -> Observation:
         built = recipe_factory("github.search")("github.search", {
-            "base_url": sandbox.url + "/gh", "auth": "none", "account": "sandbox-bot",
-            "tries": 1}, {})
+            "base_url": sandbox.url + "/gh", "account": "sandbox-bot", "tries": 1}, SANDBOX_ENV)
         return observe(built, target(correlation={"owner": "octo", "repo": "hello"}))
 
     marked = {"title": "Disk full", "body": f"<!-- reconciler:op={OP} request_hash={HASH} -->"}
@@ -163,7 +163,7 @@ def test_a_thread_reply_at_the_sandbox_is_no_zero_of_the_history(
 
     def read(recipe: str) -> Observation:
         built = recipe_factory(recipe)(recipe, {"base_url": sandbox.url + "/chat",
-                                                "auth": "none", "tries": 1}, {})
+                                                "tries": 1}, SANDBOX_ENV)
         return observe(built, replied)
 
     cut(read("slack.history"), "'thread_ts'")

@@ -261,7 +261,7 @@ SETTLED = ProviderContract("stripe", idempotency_keys=True, visibility_lag_s=0, 
 
 
 def test_a_charge_whose_answer_is_lost_is_never_sent_again_by_payment_intents_probes(
-        tmp_path: Path) -> None:
+        tmp_path: Path, sandbox_credentials: None) -> None:
     """docs/effect.md's `charges.create` (keyed, tagged with the operation id) against
     examples/reconciler.toml, whose probes read PaymentIntents only: before, their empty reads
     were a conclusive zero, the retry was granted and the charge sent again."""

@@ -12,6 +12,7 @@ from probes.base import Probe
 from probes.runner import run_probe
 from reconciler.domain import Authority, Observation, Receipt
 from reconciler.sandbox import RunningSandbox
+from reconciler.sandbox.credentials import SandboxAuth
 from reconciler.testing import FakeProbe, ManualClock, manual_sandbox
 from reconciler.testing.patience import PATIENCE_S
 
@@ -103,7 +104,7 @@ def test_a_fake_probe_takes_a_script_or_a_function_not_both_nor_neither() -> Non
 def test_the_sandbox_clock_fixture_dates_what_the_sandbox_stores(
         sandbox: RunningSandbox, sandbox_clock: ManualClock) -> None:
     sandbox_clock.advance(30)
-    charge = httpx.post(f"{sandbox.url}/pay/v1/charges", json=CHARGE,
+    charge = httpx.post(f"{sandbox.url}/pay/v1/charges", json=CHARGE, auth=SandboxAuth(),
                         timeout=PATIENCE_S).json()
     assert charge["created"] == int((T0 + timedelta(seconds=30)).timestamp())
 
@@ -111,6 +112,6 @@ def test_the_sandbox_clock_fixture_dates_what_the_sandbox_stores(
 def test_manual_sandbox_runs_a_server_on_the_clock_it_was_given() -> None:
     given = ManualClock(T0 + timedelta(days=1))
     with manual_sandbox(given) as (sandbox, clock):
-        charge = httpx.post(f"{sandbox.url}/pay/v1/charges", json=CHARGE,
+        charge = httpx.post(f"{sandbox.url}/pay/v1/charges", json=CHARGE, auth=SandboxAuth(),
                             timeout=PATIENCE_S).json()
     assert clock is given and charge["created"] == int(given.now())

@@ -81,7 +81,7 @@ def tools(sandbox_url: str, http: httpx.AsyncClient) -> list[Tool]:
     def sender(name: str, shape: Shape) -> Tool:
         async def send(tool_call: ToolCall) -> ToolOutput:
             assert tool_call.operation_id is not None
-            headers = {"Content-Type": "application/json"}
+            headers = {**shape.headers, "Content-Type": "application/json"}
             if shape.keyed:
                 headers["Idempotency-Key"] = tool_call.idempotency_key
             response = await http.post(

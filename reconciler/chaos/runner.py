@@ -32,7 +32,7 @@ from reconciler.chaos.agent import CONFIG, SHAPE_OF, STEPS, TASK
 from reconciler.chaos.supervised import LEASE_S, second_replica, settle
 from reconciler.chaos.worker import Kill, work
 from reconciler.demo.agent import SHAPES
-from reconciler.demo.scenarios import probe_config
+from reconciler.demo.scenarios import CREDENTIALS, probe_config
 from reconciler.domain import Effect
 from reconciler.hashing import request_hash
 from reconciler.ledger import utcnow
@@ -123,7 +123,7 @@ def chaos(runs: int, *, seed: int = 0, db_url: str | None = None, supervised: bo
         url = db_url or f"sqlite:///{Path(tmp) / 'chaos.db'}"
         store = open_store(url)
         config = probe_config(sandbox.url)
-        for setup in parse_config(config, env={}, source="<chaos>").values():
+        for setup in parse_config(config, env=CREDENTIALS, source="<chaos>").values():
             store.put_contract(setup.contract)
         # A key for this chaos session only: its runs are thrown away with it.
         run_key = new_key()

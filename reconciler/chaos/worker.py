@@ -16,7 +16,7 @@ import httpx
 
 from probes.config import parse_config
 from reconciler.chaos.agent import CONFIG, TASK, script, tools
-from reconciler.demo.scenarios import probe_config
+from reconciler.demo.scenarios import CREDENTIALS, probe_config
 from reconciler.gate import RetryGate
 from reconciler.ledger import Ledger
 from reconciler.runtime.loop import AgentRuntime, create_run
@@ -64,7 +64,7 @@ async def _work(db_url: str, sandbox_url: str, run_id: str, kill: Kill | None,
     store = open_store(db_url)
     ledger = Ledger(store)
     leases = SqlLeases(store)
-    providers = parse_config(probe_config(sandbox_url), env={}, source="<chaos>")
+    providers = parse_config(probe_config(sandbox_url), env=CREDENTIALS, source="<chaos>")
     holder = f"chaos-worker-{os.getpid()}"
     # Short probe leases: a killed worker's lease must not outlive the next worker's patience.
     sweeper = Sweeper(ledger, leases, lambda name: providers[name].probes,

@@ -23,6 +23,7 @@ from probes.matching import dig
 from probes.recipes.jira import LABEL
 from reconciler.domain import Attempt, Carried, Effect, Intent, Match, Outcome
 from reconciler.hashing import canonical_json, derive_idempotency_key, request_hash
+from reconciler.sandbox.credentials import SANDBOX_CREDENTIALS
 
 #: Where a body template takes the operation id, which is what the provider keeps for probes.
 OPERATION = "{operation_id}"
@@ -92,23 +93,25 @@ SHAPES: dict[str, Shape] = {shape.provider: shape for shape in (
     # With a provider idempotency key, a same-key retry is idempotent: the only retryable one.
     Shape("payments", "charges.create", Effect.IDEMPOTENT_WRITE, "/pay", "/v1/charges",
           {"amount": 1250, "currency": "eur", "metadata": {"operation_id": OPERATION}},
-          receipt_ref="id", keyed=True),
+          receipt_ref="id", keyed=True, headers=SANDBOX_CREDENTIALS["pay"]),
     # Providers answer a reference but no request hash: a reference, never a bound receipt.
     Shape("email", "email.send", Effect.NON_IDEMPOTENT, "/mail", "/email",
           {"From": "agent@example.test", "To": "customer@example.test",
            "Subject": "Your booking", "TextBody": "Booked for Tuesday.",
            "Metadata": {"operation_id": OPERATION}},
-          receipt_ref="MessageID"),
+          receipt_ref="MessageID", headers=SANDBOX_CREDENTIALS["mail"]),
     Shape("chat", "chat.postMessage", Effect.NON_IDEMPOTENT, "/chat", "/api/chat.postMessage",
           {"channel": CHANNEL, "text": "Deploy finished.",
            "metadata": {"event_type": "agent_action",
                         "event_payload": {"operation_id": OPERATION}}},
-          receipt_ref="ts", correlation={"channel": CHANNEL}),
+          receipt_ref="ts", correlation={"channel": CHANNEL},
+          headers=SANDBOX_CREDENTIALS["chat"]),
     # GitHub has no idempotency at all; the marker in the body is how the issue is found again.
     Shape("issues", "issues.create", Effect.NON_IDEMPOTENT, "/gh", f"/repos/{OWNER}/{REPO}/issues",
           {"title": "Flaky deploy",
            "body": f"Seen twice today.\n<!-- reconciler:op={OPERATION} -->"},
-          receipt_ref="number", correlation={"owner": OWNER, "repo": REPO}),
+          receipt_ref="number", correlation={"owner": OWNER, "repo": REPO},
+          headers=SANDBOX_CREDENTIALS["gh"]),
     # A text message carries nothing to tie it to the operation: only its SID can find it.
     Shape("sms", "messages.create", Effect.NON_IDEMPOTENT, "/twilio",
           f"/2010-04-01/Accounts/{TWILIO_ACCOUNT}/Messages.json",

@@ -13,6 +13,7 @@ from typing import Any
 
 from reconciler.demo.agent import JIRA_EMAIL, JIRA_TOKEN, SHAPES
 from reconciler.domain import Verdict
+from reconciler.sandbox.credentials import SANDBOX_ENV
 from reconciler.sandbox.jira import account_id
 
 #: The contracts of the four sandbox providers (SPEC section 4). The searches are configured to
@@ -43,12 +44,10 @@ PROBES: dict[str, tuple[str, ...]] = {
     "calendar": ("google_calendar.event",),
     "jira": ("jira.search",),
 }
-#: Reads that fail fast: two tries, short waits, all bounded well under a second. The sandbox
-#: takes no credential and its search lag is the scenario's (`least_lag_s`), not the real
-#: provider's minutes.
+#: Reads that fail fast: two tries, short waits, all bounded well under a second. The sandbox's
+#: search lag is the scenario's (`least_lag_s`), not the real provider's minutes.
 READ_BOUNDS: dict[str, Any] = {"tries": 2, "backoff_s": 0.05, "timeout_s": 1.0,
-                               "deadline_s": 2.0, "auth": "none",
-                               "least_lag_s": VISIBILITY_LAG_S}
+                               "deadline_s": 2.0, "least_lag_s": VISIBILITY_LAG_S}
 
 
 #: Recipe options of a provider's probes: the GitHub recipes prove only issues the worker's
@@ -59,8 +58,9 @@ ACCOUNTS: dict[str, dict[str, Any]] = {
     "jira": {"account": account_id(JIRA_EMAIL), "auth": "basic"},
     # The sandbox checks Calendar's bearer token (any will do): the probe sends CREDENTIALS'.
     "calendar": {"auth": "bearer"}}
-#: The environment the demo's probes read their credentials from: the sandbox's, no secrets.
-CREDENTIALS = {"JIRA_EMAIL": JIRA_EMAIL, "JIRA_API_TOKEN": JIRA_TOKEN,
+#: The environment the demo's probes read their credentials from, as a deployment's would hold
+#: the real providers' (the sandbox checks each as its provider does): the sandbox's, no secrets.
+CREDENTIALS = {**SANDBOX_ENV, "JIRA_EMAIL": JIRA_EMAIL, "JIRA_API_TOKEN": JIRA_TOKEN,
                "GOOGLE_CALENDAR_TOKEN": "sandbox-token"}
 
 
