@@ -19,6 +19,7 @@ import pytest
 
 from reconciler.hashing import request_hash
 from reconciler.sandbox import running_sandbox
+from reconciler.sandbox.credentials import SANDBOX_CREDENTIALS
 
 from databases import pg_schema, pg_unreachable
 from fault_harness import scaled
@@ -239,7 +240,7 @@ def _race(client: httpx.Client, sidecar: str, sandbox: str, rnd: _Round, racer: 
             return
         with rnd.lock:
             rnd.opened.append((racer, n))
-        sent = client.post(f"{sandbox}/pay/v1/charges", json={
+        sent = client.post(f"{sandbox}/pay/v1/charges", headers=SANDBOX_CREDENTIALS["pay"], json={
             **BODY, "metadata": {"operation_id": op, "attempt": str(n), "racer": racer}})
         done = client.post(f"{sidecar}/v1/operations/{op}/attempts", json={
             **opening, "outcome": "response", "status": sent.status_code})

@@ -26,7 +26,7 @@ def test_reset_clears_objects_and_config(client: httpx.Client) -> None:
     assert client.get("/pay/_sandbox/idempotency_keys/k-1").status_code == 404
     defaults = client.post("/_sandbox/config", json={}).json()
     assert defaults == {
-        "check_credentials": False,
+        "check_credentials": True,
         "search_lag_s": 0,
         "cached_list": False,
         "read_unavailable": False,

@@ -3,10 +3,9 @@
 The sandbox knows no accounts, so it accepts any credential of the provider's form and refuses
 a missing or malformed one; `SANDBOX_CREDENTIALS` are well-formed ones for the sandbox's own
 callers (tests, examples, the demo), and `SandboxAuth` sends the right one for each root.
-A request without any credential is refused only with `check_credentials: true`
-(`/_sandbox/config`): many of the project's own callers (examples, demo, benchmarks, probes
-configured `auth = "none"`) still send none. A malformed one is refused either way. Twilio's
-Basic check (the user must be the path's Account SID) is in sms.py.
+A request without any credential is refused too, unless `check_credentials: false`
+(`/_sandbox/config`) lets it through; a malformed one is refused either way. Twilio's Basic
+check (the user must be the path's Account SID) is in sms.py.
 """
 
 from __future__ import annotations

@@ -34,10 +34,10 @@ class SandboxConfig(BaseModel):
     #: When positive, every provider read answers its provider's rate-limit answer, asking for
     #: a pause of this many seconds.
     rate_limited_s: float = Field(default=0.0, ge=0)
-    #: True: a request with no credential at all is refused as its provider refuses it. False
-    #: (the default, until every caller of the project's own sends one): it is let through; a
-    #: malformed credential is refused either way.
-    check_credentials: bool = False
+    #: True (the default): a request with no credential at all is refused as its provider
+    #: refuses it. False: it is let through, for a caller that cannot send one; a malformed
+    #: credential is refused either way.
+    check_credentials: bool = True
     hold_s: float = Field(default=30.0, ge=0)
     #: How long an idempotency key is kept (Stripe: at least 24 hours), then forgotten.
     key_retention_s: float = Field(default=86_400.0, ge=0)
