@@ -37,10 +37,11 @@ NOW = datetime.now(UTC)
 
 def checked(sandbox: RunningSandbox, **config: float | bool) -> None:
     """`sandbox` emptied, on the real clock (the recipes read windows around the real now),
-    checking credentials as the providers do (the SDKs and recipes here send theirs)."""
+    on the default config (credentials checked as the providers do: the SDKs and recipes here
+    send theirs) but for `config`."""
     sandbox.state.reset()
     sandbox.state.clock = SystemClock()
-    sandbox.state.configure(check_credentials=True, **config)
+    sandbox.state.configure(**config)
 
 
 def stripe_client(sandbox: RunningSandbox, key: str = SANDBOX_ENV["STRIPE_SECRET_KEY"],

@@ -106,7 +106,7 @@ def test_stripe_sdk_search_lags_behind_the_list_as_stripe_documents(
         sandbox: RunningSandbox) -> None:
     # https://docs.stripe.com/search#data-freshness: "don't use search for read-after-write".
     clock = on_manual_clock(sandbox, ManualClock())
-    sandbox.state.configure(search_lag_s=SEARCH_LAG_S, check_credentials=True)
+    sandbox.state.configure(search_lag_s=SEARCH_LAG_S)
     client = stripe_client(sandbox)
     made = client.v1.payment_intents.create(intent())
     query: PaymentIntentSearchParams = {"query": f"metadata['operation_id']:'{OP}'"}
