@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.chaos.agent import SANDBOX_ENV
+from reconciler.demo.scenarios import CREDENTIALS
 from reconciler.ports import Journal
 from reconciler.runs.states import RunState
 from reconciler.store.sealing import KEY_ENV
@@ -72,7 +73,8 @@ def second_replica(db_url: str, sandbox_url: str, run_key: str, config: dict[str
     config_file = workdir / "providers.toml"
     config_file.write_text(provider_toml(config), encoding="utf-8")
     log_file = workdir / "serve.log"
-    env = {**os.environ, KEY_ENV: run_key, SANDBOX_ENV: sandbox_url}
+    # Its probes read the providers' credentials from the environment: the sandbox's.
+    env = {**os.environ, **CREDENTIALS, KEY_ENV: run_key, SANDBOX_ENV: sandbox_url}
     command = [sys.executable, "-m", "reconciler", "serve", "--db", db_url, "--port", "0",
                "--config", str(config_file), "--agent", "reconciler.chaos.agent:served",
                "--run-lease-s", str(LEASE_S), "--supervise-interval-s",
