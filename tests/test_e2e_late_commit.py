@@ -40,10 +40,12 @@ import httpx
 import mcp.types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import get_default_environment
 
 from reconciler.effect_backends import EmbeddedBackend
 from reconciler.integrations.tool_calls import tool_operation
 from reconciler.sandbox import RunningSandbox
+from reconciler.sandbox.credentials import SANDBOX_ENV
 from reconciler.schemas import OperationOut
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings
@@ -252,9 +254,11 @@ class Proxied:
                           + self.providers.read_text().partition("[service]")[2]
                           .partition("\n\n")[2])
         store = ["--sidecar", sidecar] if sidecar else ["--db", self.db]
+        # The proxy's probes read Stripe's key from its environment (MCP passes a bare one).
         return StdioServerParameters(command=sys.executable, args=[
             "-m", "reconciler", "mcp-proxy", *store, "--config", str(config), "--",
-            sys.executable, str(UPSTREAM), self.provider.url])
+            sys.executable, str(UPSTREAM), self.provider.url],
+            env={**get_default_environment(), **SANDBOX_ENV})
 
     def sidecar(self, sweep_interval_s: float = 0.0) -> AbstractContextManager[str]:
         return serving(create_app(Settings(db=self.db, sweep_interval_s=sweep_interval_s,
