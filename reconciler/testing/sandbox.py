@@ -23,7 +23,8 @@ def manual_sandbox(
     """A sandbox server on an ephemeral loopback port, on a manual clock, for the `with` block.
 
         with manual_sandbox() as (sandbox, clock):
-            httpx.post(sandbox.url + "/pay/v1/charges", ...)
+            # the sandbox checks credentials as each provider does: SandboxAuth sends them
+            httpx.post(sandbox.url + "/pay/v1/charges", auth=SandboxAuth(), ...)
             clock.advance(11)          # past a 10 s search lag, without sleeping
     """
     with running_sandbox() as sandbox:
