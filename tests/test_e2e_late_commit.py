@@ -1,6 +1,7 @@
 """Issue 31's first measured failure, end to end: a zero read while the provider is still
-applying the request. The sandbox provider commits a charge 1.5 s after the call (the fault
-`delay=1.5`, armed with POST /_sandbox/faults), the client gives up at 1.0 s, and the model (the
+applying the request. The sandbox provider commits a charge `DELAY_S` after the call (3 s; the
+trial's was 1.5 s; the fault `delay=...`, armed with POST /_sandbox/faults), the client gives up
+at 1.0 s, and the model (the
 caller) asks for the same charge again; the reconciler's probes read the sandbox
 (examples/reconciler.toml's). In the field trial the probe's read at 1.2 s was an authoritative
 zero, the verdict verified_not_applied and the retry granted: two charges. Here, through
@@ -11,8 +12,8 @@ and through `reconciler mcp-proxy` (an embedded store, or `--sidecar`):
       never sent again: every repeat is refused, verdict indeterminate (the probes' reads are
       blind to it, recorded unavailable: probe_blind), before the commit and after it; a human
       decides;
-  (b) a keyed, tagged charge whose provider's requests are in flight `inflight_s` = 3 s: no
-      retry grant before the settle time (dispatch + 3 s: the zero read before it is
+  (b) a keyed, tagged charge whose provider's requests are in flight `inflight_s` = 5 s: no
+      retry grant before the settle time (dispatch + 5 s: the zero read before it is
       zero_not_conclusive), and after it the probes find the late charge, verified_applied, so
       it is not sent again.
 
@@ -59,15 +60,17 @@ from service_harness import serving
 pytestmark = pytest.mark.usefixtures("sandbox_credentials")
 
 #: The sandbox commits the held charge this long after the call; every client gives up at 1 s.
-DELAY_S = 1.5
+#: Two seconds between the two, for the worker's early ask to come before the commit on a
+#: loaded machine (0.5 s was missed by two test runs side by side).
+DELAY_S = 3.0
 TIMEOUT_S = 1.0
 #: (b)'s provider contract: a timed-out request may still be applied this long after dispatch.
-INFLIGHT_S = 3.0
+INFLIGHT_S = 5.0
 #: (a)'s provider contract: an operation still in doubt this long after its intent goes to a
 #: human (the sweep's deadline); as long as the held charge takes to commit.
 DEADLINE_S = DELAY_S
 #: Past a commit or a settle time by this much, on a loaded machine.
-MARGIN_S = 0.3
+MARGIN_S = 0.5
 
 slow = pytest.mark.slow
 ADAPTERS = [pytest.param("effect"), pytest.param("openai-agents"),
