@@ -347,7 +347,9 @@ def test_a_first_send_is_approved_or_rejected_in_the_console_and_sent_at_most_on
     would be sent again when it had never been sent."""
     with console_sidecar(tmp_path, first_sends=(run_id,), db=store_url) as console, \
             signed_in(console.url) as (http, csrf):
-        assert "waiting for approval before its first send" in http.get("/ui/queue").text
+        queued = http.get("/ui/queue").text
+        assert "waiting for approval before its first send" in queued
+        assert f'href="/ui/run?id={run_id}"' in queued
         page = http.get("/ui/run", params={"id": run_id})
         assert _offered(page) == ["approve", "reject"]
         token = re.search(r'name="resume_token" value="([^"]+)"', page.text)
@@ -364,7 +366,8 @@ def test_a_first_send_is_approved_or_rejected_in_the_console_and_sent_at_most_on
         assert confirmed.status_code == 303, confirmed.text
         assert console.refund.sent == sent
         assert _decided(console.store, run_id) == [(decision, "admin")]
-        assert run_id not in http.get("/ui/queue").text
+        # The queue's link to the run (a bare "r3" can stand inside the page's CSRF token).
+        assert f'href="/ui/run?id={run_id}"' not in http.get("/ui/queue").text
 
 
 def test_a_duplicate_offers_no_retry_and_its_compensation_keeps_both_effects(
