@@ -60,7 +60,11 @@ _CONFIGURED_BY = ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT",
 
 
 def enabled() -> bool:
-    return trace is not None
+    """Whether spans go anywhere: the OpenTelemetry API is installed and a tracer provider is
+    set (by `configure_from_env`, or by the worker's own set-up). Installed but not set up,
+    nothing is traced, and no span costs the hot path anything."""
+    return trace is not None and not isinstance(trace.get_tracer_provider(),
+                                                trace.ProxyTracerProvider)
 
 
 def attributes(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -83,7 +87,7 @@ def span(name: str, values: Mapping[str, Any], *, kind: str = "internal",
     """A span `name` (current while the block runs) with `values` as its attributes; None
     when tracing is off. `kind`: internal, client or server; `context`: the parent
     (`extract`), else the current span."""
-    if trace is None:
+    if not enabled():
         yield None
         return
     kinds = {"internal": trace.SpanKind.INTERNAL, "client": trace.SpanKind.CLIENT,
@@ -101,7 +105,7 @@ def annotate(current: Span | None, values: Mapping[str, Any]) -> None:
 
 def tool_span(tool: str, call_id: str, values: Mapping[str, Any]) -> Any:
     """The GenAI tool-execution span of one call of `tool`."""
-    if trace is None:
+    if not enabled():
         return nullcontext(None)
     return span(f"execute_tool {tool}", {
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
@@ -111,7 +115,7 @@ def tool_span(tool: str, call_id: str, values: Mapping[str, Any]) -> Any:
 def probe_read(probe: str, operation_id: str, answer: Any, seconds: float) -> None:
     """A span for one probe read that took `seconds` and answered `answer` (an observation:
     its authority and how many effects it matched; else a receipt), ending now."""
-    if trace is None:
+    if not enabled():
         return
     end = time.time_ns()
     authority = getattr(answer, "authority", None)
@@ -125,7 +129,7 @@ def probe_read(probe: str, operation_id: str, answer: Any, seconds: float) -> No
 
 def verdict_changed(judgement: Any) -> None:
     """A span for a verdict the ledger entered (`ledger.Judgement`, `changed`)."""
-    if trace is None:
+    if not enabled():
         return
     with trace.get_tracer(TRACER).start_as_current_span("reconciler.verdict") as current:
         if not current.is_recording():

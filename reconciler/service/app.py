@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from reconciler import tracing
 from reconciler.ledger import Ledger
 from reconciler.release import release
 from reconciler.runtime.agent import Agent, load_agent
@@ -69,8 +70,10 @@ def create_app(settings: Settings, *, ledger: Ledger | None = None,
     app.add_middleware(SafetyNet)
     app.add_middleware(HttpMetrics)
     app.add_middleware(RequestLog, enabled=settings.access_log)
-    # Outermost: each operation call a span in the caller's trace (off unless OTEL_* says).
-    app.add_middleware(TraceContext)
+    # Outermost: each operation call a span in the caller's trace, only when OTEL_* says so
+    # (otherwise no layer at all on every request's way).
+    if tracing.configure_from_env():
+        app.add_middleware(TraceContext)
     return app
 
 

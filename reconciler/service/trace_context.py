@@ -64,7 +64,7 @@ class TraceContext:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.on = tracing.configure_from_env()
+        self.on = tracing.enabled()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = _route(scope["method"], scope["path"]) if (
