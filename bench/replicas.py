@@ -1,4 +1,5 @@
-"""PostgreSQL: one `reconciler serve` replica against two, sweeping N due operations.
+"""PostgreSQL: one `reconciler serve` replica against two, sweeping N due operations; then 1, 2
+and 3 replicas under a client load of intents and retry grants (bench.replica_load).
 
 Each side gets a fresh schema, its own sandbox process (reads at 20 ms) and its replicas
 (default settings but `sweep_interval_s = 0.2`), started before any operation exists. Then the
@@ -19,6 +20,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy import create_engine, func, select
 
+from bench import replica_load
 from bench.harness import BenchError, Context, Outcome, Percentiles, step
 from bench.machine import BusyMeter
 from bench.operations import (
@@ -59,7 +61,8 @@ class Sweep:
 
 def run(ctx: Context) -> Outcome:
     count = ctx.size(500, 10_000)
-    out = Outcome(NAME, f"PostgreSQL: two replicas vs one sweeping {count:,} due operations")
+    out = Outcome(NAME, f"PostgreSQL: two replicas vs one sweeping {count:,} due operations; "
+                        "1, 2 and 3 replicas under intents and retry grants")
     if ctx.quick:
         out.notes.append(f"{ctx.mode} mode: {count:,} operations (the full run sweeps 10,000)")
     reachable(ctx.pg_url)
@@ -80,8 +83,9 @@ def run(ctx: Context) -> Outcome:
     out.ratio("double probes (operations read twice or with two probe results)",
               sum(r.double_reads + r.double_evidence for r in (one, two)), 0,
               higher_is_better=False, unit="")
-    out.notes.append("replicas, PostgreSQL, the sandbox and this process share the machine's "
-                     "cores: a CPU-bound sweep cannot scale past them")
+    replica_load.measure(ctx, out)
+    out.notes.append("replicas, PostgreSQL, the sandbox, the load generators and this process "
+                     "share the machine's cores: CPU-bound work cannot scale past them")
     return out
 
 
