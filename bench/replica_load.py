@@ -23,6 +23,7 @@ after they stopped, the transactions committed and the WAL flushes over all its 
 
 from __future__ import annotations
 
+import gc
 import json
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -115,15 +116,11 @@ def phase(ctx: Context, pg: PgServer, replicas: int, rounds: int, seconds: float
             {"application_name": prefix}).render_as_string(hide_password=False)
         with step(f"{replicas} replica(s): preparing {replicas * RETRY_POOL} "
                   "verified_not_applied operations"):
-            store = open_store(url)
-            try:
-                store.put_contract(CONTRACT)
-                ledger = Ledger(store)
-                for r in range(replicas):
-                    for i in range(RETRY_POOL):
-                        retryable(ledger, f"{prefix}-r{r}-{i}")
-            finally:
-                store.engine.dispose()
+            prepare(url, prefix, replicas)
+        # The store's group committer gives the session it holds back to the engine's pool
+        # after `dispose()` has closed that pool's sessions (on its engine_disposed event): the
+        # session stays open until the pool is collected.
+        gc.collect()
         pg.wait_closed(prefix)
         before = pg.counters()
         env = {"RECONCILER_DB": url, "RECONCILER_SWEEP_INTERVAL_S": "0"}
@@ -147,6 +144,18 @@ def phase(ctx: Context, pg: PgServer, replicas: int, rounds: int, seconds: float
     return Phase(replicas, loads, sessions, others, after.commits - before.commits,
                  None if after.wal_syncs is None or before.wal_syncs is None
                  else after.wal_syncs - before.wal_syncs)
+
+
+def prepare(url: str, prefix: str, replicas: int) -> None:
+    store = open_store(url)
+    try:
+        store.put_contract(CONTRACT)
+        ledger = Ledger(store)
+        for r in range(replicas):
+            for i in range(RETRY_POOL):
+                retryable(ledger, f"{prefix}-r{r}-{i}")
+    finally:
+        store.engine.dispose()
 
 
 def spec(name: str, sidecar: ServerProcess, index: int, prefix: str, run: str, replicas: int,
