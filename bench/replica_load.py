@@ -12,7 +12,11 @@ alternate the two loads:
   1 timed out, then an authoritative read found nothing: bench.operations.retryable), each
   asked always by the same holder, so every answer is a grant (the renewal of that holder's
   lease, a durable write: over_http's retry check). Each replica's clients ask about their own
-  64 operations, as workers would about theirs; every replica's /metrics must show no refusal.
+  64 operations, as workers would about theirs; every replica's /metrics must show no refusal;
+- grants on 8 shared operations: the same, but every replica's clients ask about the same 8
+  operations (with their holders): a grant locks its operation's state row until its batch
+  commits, so each replica's batches wait for the others' (row locks; one replica's writes go
+  through its one group committer, one transaction at a time, and never wait for each other).
 
 For every round: the requests granted or recorded per second (503 overloaded answers counted
 apart), PostgreSQL's CPU per request (bench.pgserver: all the server's processes, over the
@@ -47,7 +51,12 @@ REPLICA_COUNTS = (1, 2, 3)
 CONNECTIONS = 24
 #: Operations each replica's clients ask retry grants for.
 RETRY_POOL = 64
-LOADS = ("intents", "grants")
+#: Operations every replica's clients ask grants for in the shared load: each replica's batch
+#: holds some of their state rows locked until it commits, and the others' wait for them.
+SHARED_POOL = 8
+INTENTS, GRANTS = "intents", "grants"
+SHARED = f"grants on {SHARED_POOL} shared operations"
+LOADS = (INTENTS, GRANTS, SHARED)
 
 
 @dataclass(slots=True)
@@ -91,7 +100,7 @@ class Phase:
 
 def measure(ctx: Context, out: Outcome) -> None:
     rounds = ctx.size(1, 2)
-    seconds, warmup_s = ctx.seconds(1.5, 3.0), ctx.seconds(0.5, 0.5)
+    seconds, warmup_s = ctx.seconds(1.5, 2.5), ctx.seconds(0.5, 0.5)
     pg = PgServer(ctx.pg_url)
     try:
         phases = [phase(ctx, pg, n, rounds, seconds, warmup_s) for n in REPLICA_COUNTS]
@@ -161,19 +170,21 @@ def prepare(url: str, prefix: str, replicas: int) -> None:
 def spec(name: str, sidecar: ServerProcess, index: int, prefix: str, run: str, replicas: int,
          seconds: float, warmup_s: float) -> Spec:
     """Replica `index`'s share of load `name`: its intents are new in every run; its grants
-    are for its own operations, each always with the same holder."""
+    are for its own operations, each always with the same holder; shared grants are for the
+    first replica's first operations, with their holders, from every replica."""
     base = Spec(url=sidecar.url, path="/v1/operations", method="POST",
                 connections=CONNECTIONS // replicas, duration_s=seconds, warmup_s=warmup_s)
-    if name == "intents":
+    if name == INTENTS:
         return replace(base, ok_statuses=(201,), body=json.dumps({
             "operation_id": f"{prefix}-{run}-{index}-{{n}}", "request_hash": REQUEST_HASH,
             "idempotency_key": f"k-{prefix}-{run}-{index}-{{n}}", "provider": PROVIDER,
             "action": "charge", "effect": "idempotent_write"}))
-    operation = f"{prefix}-r{index}-{{m}}"
-    return replace(base, path=f"/v1/operations/{operation}/retry", modulo=RETRY_POOL,
+    owner, pool = (index, RETRY_POOL) if name == GRANTS else (0, SHARED_POOL)
+    operation = f"{prefix}-r{owner}-{{m}}"
+    return replace(base, path=f"/v1/operations/{operation}/retry", modulo=pool,
                    ok_statuses=(200,), body=json.dumps({
                        "idempotency_key": key_of(operation), "request_hash": REQUEST_HASH,
-                       "holder": f"bench-{index}-{{m}}"}))
+                       "holder": f"bench-{owner}-{{m}}"}))
 
 
 def run_round(pg: PgServer, sidecars: list[ServerProcess], specs: list[Spec], load: Load

@@ -4,21 +4,37 @@ hands back its ratios. No timing is asserted here; speed is what the benchmarks 
 import importlib.util
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine
+from sqlalchemy.pool import NullPool
 
 # bench/ is run from the repository root and is not installed with the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import claims, console, history, intents, over_http, peers, reconcile, replicas, scale
+from bench import (
+    claims,
+    console,
+    history,
+    intents,
+    over_http,
+    peers,
+    reconcile,
+    replica_load,
+    replicas,
+    scale,
+)
 from bench.__main__ import BENCHMARKS, summary
 from bench.harness import Benchmark, Context, Outcome
+from bench.pgserver import PgServer
 from bench.sqlcount import DurableCommits
-from reconciler.domain import Effect, Intent
+from reconciler.core.domain import Effect, Intent
 from reconciler.ledger import Ledger, utcnow
 from reconciler.store.schema import open_store
 
@@ -114,11 +130,37 @@ def test_claims_compare_the_sweep_claim_on_two_store_sizes_on_sqlite_and_postgre
 
 
 @pytest.mark.skipif(pg_unreachable() is not None, reason=pg_unreachable() or "reachable")
-def test_replicas_are_compared_on_postgresql_without_double_probes(tmp_path: Path) -> None:
+def test_replicas_sweep_without_double_probes_and_serve_load_at_one_two_and_three_replicas(
+        tmp_path: Path) -> None:
     outcome = run_tiny(replicas.run, tmp_path)
     assert_measured(outcome, 2)
     [doubles] = [r for r in outcome.ratios if r.name.startswith("double probes")]
     assert doubles.value == 0
+    for count in replica_load.REPLICA_COUNTS:
+        for load in replica_load.LOADS:
+            [figure] = [f for f in outcome.figures if f.startswith(f"{count} replica(s), {load}: ")]
+            # Requests served and PostgreSQL's CPU for them (a local server: measured).
+            assert re.search(r": [1-9][\d,]*/s", figure), figure
+            assert re.search(r"PostgreSQL CPU per request [1-9][\d,]* us", figure), figure
+
+
+@pytest.mark.skipif(pg_unreachable() is not None, reason=pg_unreachable() or "reachable")
+def test_replicas_count_the_postgresql_cpu_of_sessions_that_ended_meanwhile() -> None:
+    server = PgServer(PG_URL)
+    try:
+        before = server.cpu_s()
+        assert before is not None, "the test's PostgreSQL runs on this machine"
+        engine = create_engine(PG_URL, poolclass=NullPool)
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT count(*) FROM generate_series(1, 3000000)").scalar_one()
+        engine.dispose()  # the session ends: its backend's time moves to the postmaster's
+        time.sleep(0.2)
+        after = server.cpu_s()
+        assert after is not None
+        # Counting 3,000,000 rows takes a backend well over 0.1 s of CPU on any machine.
+        assert after - before >= 0.1
+    finally:
+        server.close()
 
 
 def peers_missing() -> str | None:
