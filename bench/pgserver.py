@@ -63,8 +63,9 @@ class PgServer:
 
     def _postmaster(self) -> int | None:
         """The server's postmaster pid if the server runs on this machine, else None."""
-        backend = int(str(self._one("SELECT pg_backend_pid()")))
-        fields = _stat(backend)
+        with self.engine.connect() as conn:
+            # Read while the session lasts: its backend exits when it closes.
+            fields = _stat(int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()))
         if fields is None:
             return None
         postmaster = int(fields[PPID])
