@@ -27,13 +27,13 @@ from bench.harness import Context, Outcome, Percentiles, step
 from bench.operations import Seeder, ids, pg_schema
 from bench.replicas import reachable
 from bench.seeds import bulk, bulk_sqlite
-from reconciler.domain import ProviderContract
-from reconciler.ports import Scheduled
+from reconciler.core.domain import ProviderContract
+from reconciler.core.ports import Scheduled
+from reconciler.core.summary import Summary
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
 from reconciler.store.tables import StateRow
-from reconciler.summary import Summary
 
 _STATE: Table = StateRow.__table__  # type: ignore[attr-defined]
 

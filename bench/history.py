@@ -4,7 +4,7 @@ Replay, the sweep and every recording call decide an operation's verdict after e
 This measures the CPU time of recording and deciding, per fact, for one operation of 10, 1,000
 and 10,000 facts on the in-memory store (replay's path: `Ledger` on `MemoryStore`, a manual
 clock set to each fact's time): the store keeps the summary of the operation's facts folded as
-it records (reconciler.summary), so the cost per fact should not grow with the history.
+it records (reconciler.core.summary), so the cost per fact should not grow with the history.
 
 The history is a non_idempotent charge: the intent, a first attempt that timed out, an
 authoritative zero, a second attempt, then probe observations (unavailable, weak, lagging and
@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from bench.harness import BenchError, Context, Outcome, step
-from reconciler.domain import (
+from reconciler.core.domain import (
     Attempt,
     Authority,
     Effect,
@@ -49,15 +49,15 @@ from reconciler.domain import (
     Observation,
     ProviderContract,
 )
-from reconciler.domain import (
+from reconciler.core.domain import (
     Outcome as Sent,
 )
+from reconciler.core.ports import Store
+from reconciler.core.verdicts import evaluate
 from reconciler.ledger import Ledger
-from reconciler.ports import Store
 from reconciler.store.memory import MemoryStore
 from reconciler.store.schema import open_store
 from reconciler.testing import ManualClock
-from reconciler.verdicts import evaluate
 
 NAME = "history"
 TARGET = 2.0

@@ -54,18 +54,18 @@ from bench.operations import (
 )
 from bench.sqlcount import SqlCounter
 from reconciler.client import ReconcilerClient
-from reconciler.domain import (
+from reconciler.core.domain import (
     Attempt,
     Effect,
     Intent,
     Outcome,
 )
-from reconciler.gate import RetryGate, RetryRequest
+from reconciler.core.schemas import AttemptIn, IntentIn, RetryIn
+from reconciler.infra.serving import bind, in_thread
 from reconciler.ledger import Ledger, utcnow
-from reconciler.schemas import AttemptIn, IntentIn, RetryIn
+from reconciler.ledger.gate import RetryGate, RetryRequest
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings
-from reconciler.serving import bind, in_thread
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore

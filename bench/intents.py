@@ -21,9 +21,9 @@ from pathlib import Path
 from bench.harness import BenchError, Context, Outcome, Percentiles, step
 from bench.loops import LoopRun, alternate, run_for
 from bench.sqlcount import DurableCommits
-from reconciler.domain import Effect, Intent
+from reconciler.core.domain import Effect, Intent
+from reconciler.core.ports import FIRST_DECISION
 from reconciler.ledger import Ledger, utcnow
-from reconciler.ports import FIRST_DECISION
 from reconciler.store.schema import open_store
 
 NAME = "intents"

@@ -18,7 +18,7 @@ from sqlalchemy import Engine, Table, create_engine, func, insert, select
 from sqlalchemy.engine import make_url
 
 from bench.harness import BenchError
-from reconciler.domain import (
+from reconciler.core.domain import (
     Attempt,
     Authority,
     Effect,
@@ -30,13 +30,13 @@ from reconciler.domain import (
     ProviderContract,
     Verdict,
 )
+from reconciler.core.ports import FIRST_DECISION
+from reconciler.core.schedule import due_after
+from reconciler.core.summary import summarize
+from reconciler.core.verdicts import evaluate
 from reconciler.ledger import Ledger, utcnow
-from reconciler.ports import FIRST_DECISION
-from reconciler.schedule import due_after
 from reconciler.store.rows import evidence_values, intent_values, state_values
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, StateRow
-from reconciler.summary import summarize
-from reconciler.verdicts import evaluate
 
 PROVIDER = "pay"
 REQUEST_HASH = "sha256:" + "5e" * 32

@@ -31,8 +31,8 @@ from shutil import which
 from typing import Any, cast
 
 from bench.harness import BenchError, Context, Outcome, rate
-from reconciler.domain import Attempt, Effect, Intent
-from reconciler.domain import Outcome as Transport
+from reconciler.core.domain import Attempt, Effect, Intent
+from reconciler.core.domain import Outcome as Transport
 from reconciler.ledger import Ledger, utcnow
 from reconciler.store.schema import open_store
 

@@ -43,12 +43,12 @@ from bench.sandbox import READS_PATH
 from probes.base import Probe, ProbeTarget
 from probes.config import parse_config
 from probes.runner import ProbeThreads
-from reconciler.domain import Verdict
+from reconciler.core.domain import Verdict
+from reconciler.core.schedule import SweepPolicy
 from reconciler.ledger import Ledger, utcnow
-from reconciler.schedule import SweepPolicy
+from reconciler.ledger.sweep import Sweeper
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
-from reconciler.sweep import Sweeper
 
 NAME = "reconcile"
 #: Issue 16's "done when": the sweep within 2.5x the bound on an idle machine. (An older

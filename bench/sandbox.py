@@ -25,9 +25,9 @@ import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bench.operations import REQUEST_HASH
+from reconciler.infra.serving import base_url, bind
 from reconciler.sandbox.app import create_app
 from reconciler.sandbox.state import SandboxState
-from reconciler.serving import base_url, bind
 
 READS_PATH = "/_bench/reads"
 

@@ -32,15 +32,15 @@ from datetime import UTC, datetime
 from fastapi import FastAPI
 
 from bench.intents import INSERT, INSERT_STATE
+from reconciler.core.ports import FIRST_DECISION
+from reconciler.core.schemas import IntentIn
 from reconciler.ledger import Ledger
-from reconciler.ports import FIRST_DECISION
-from reconciler.schemas import IntentIn
+from reconciler.ledger.sweep import ProbeLookup
 from reconciler.service import server
 from reconciler.service.app import create_app
 from reconciler.service.auth import Worker
 from reconciler.service.hot_routes import HotRoute
 from reconciler.service.settings import Settings
-from reconciler.sweep import ProbeLookup
 
 NOOP_PATH = "/bench/noop"
 FLOOR_PATH = "/bench/floor"

@@ -18,8 +18,8 @@ with side effects (their `provider` names the provider contract and probes of th
 
 from __future__ import annotations
 
-from reconciler.domain import Effect
-from reconciler.runs.messages import (
+from reconciler.core.domain import Effect
+from reconciler.core.runs.messages import (
     ModelRequest,
     ModelResponse,
     TextBlock,

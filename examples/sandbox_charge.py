@@ -21,9 +21,9 @@ from typing import Any
 
 import httpx
 
-from reconciler.domain import ProviderContract
+from reconciler.core.domain import ProviderContract
 from reconciler.effect import current_call
-from reconciler.effect_backends import EmbeddedBackend
+from reconciler.effect.backends import EmbeddedBackend
 from reconciler.integrations.tool_calls import ToolEffects
 from reconciler.sandbox import RunningSandbox, running_sandbox
 from reconciler.sandbox.credentials import SANDBOX_ENV

@@ -29,10 +29,10 @@ import stripe
 from stripe.params import PaymentIntentCreateParams
 
 from reconciler.client import ReconcilerClient, intent
-from reconciler.domain import Verdict
-from reconciler.errors import RetryRefusedError, ServiceError
-from reconciler.schemas import MatchIn
-from reconciler.verdicts import NextAction
+from reconciler.core.domain import Verdict
+from reconciler.core.errors import RetryRefusedError, ServiceError
+from reconciler.core.schemas import MatchIn
+from reconciler.core.verdicts import NextAction
 
 SANDBOX_STRIPE = "http://127.0.0.1:8081/pay"
 #: How long the worker waits for a doubtful send to be decided (the provider may still be

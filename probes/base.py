@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
-from reconciler.domain import Intent, Observation, Receipt
-from reconciler.sight import Sight
+from reconciler.core.domain import Intent, Observation, Receipt
+from reconciler.core.sight import Sight
 
 log = logging.getLogger(__name__)
 

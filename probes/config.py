@@ -34,7 +34,7 @@ from probes.credentials import reject_inline_secrets
 from probes.errors import ProbeConfigError
 from probes.options import Options
 from probes.registry import ProbeRegistry, default_registry
-from reconciler.domain import ProviderContract
+from reconciler.core.domain import ProviderContract
 
 _DEFAULT = ProviderContract(name="")
 

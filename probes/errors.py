@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.errors import ReconcilerError
+from reconciler.core.errors import ReconcilerError
 
 
 class ProbeConfigError(ReconcilerError):

@@ -36,8 +36,8 @@ from probes.pagination import Cut
 from probes.spec import HttpJsonSpec
 from probes.templates import MissingValue
 from probes.transport import Clients, FetchError, Reply, aget, get
-from reconciler.domain import Authority, Match, Observation, Receipt
-from reconciler.sight import Sight
+from reconciler.core.domain import Authority, Match, Observation, Receipt
+from reconciler.core.sight import Sight
 
 #: What a provider's error code looks like; anything else (a message) is never quoted.
 _CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")

@@ -14,7 +14,7 @@ from typing import Any
 
 from probes.base import ProbeTarget
 from probes.templates import Template
-from reconciler.domain import Match
+from reconciler.core.domain import Match
 
 Scalar = str | int | float | bool
 

@@ -43,8 +43,8 @@ from probes.credentials import MissingCredential
 from probes.matching import Extraction, FieldCheck, UnusableResponse
 from probes.options import Options
 from probes.templates import MissingValue, Template
-from reconciler.domain import Authority, Observation, Receipt
-from reconciler.sight import Sight
+from reconciler.core.domain import Authority, Observation, Receipt
+from reconciler.core.sight import Sight
 
 #: Opens a client to the MCP server (an `mcp.Client`, not yet entered).
 Connect = Callable[[], Any]

@@ -29,7 +29,7 @@ from probes.errors import ProbeConfigError, UnknownProbeError
 from probes.http_json import http_json
 from probes.mcp_read import mcp_read
 from probes.recipes import RECIPES, RENAMED, recipe_factory
-from reconciler.sight import Sight
+from reconciler.core.sight import Sight
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from typing import cast
 
 from probes.base import AsyncProbe, Probe, ProbeTarget, sight_of, utc_now
 from probes.loop import ProbeLoop
-from reconciler.domain import Authority, Facts, Intent, Observation, Receipt
-from reconciler.sight import blind_error, blind_to
+from reconciler.core.domain import Authority, Facts, Intent, Observation, Receipt
+from reconciler.core.sight import blind_error, blind_to
 
 log = logging.getLogger(__name__)
 

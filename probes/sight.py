@@ -31,7 +31,7 @@ from typing import Any
 
 from probes.matching import Extraction, FieldCheck
 from probes.templates import Template
-from reconciler.domain import Carried
+from reconciler.core.domain import Carried
 
 #: Template fields that identify an operation's request, and what the request carried for them.
 _IDENTIFIES = {"operation_id": Carried.OPERATION_ID, "idempotency_key": Carried.IDEMPOTENCY_KEY}

@@ -16,7 +16,7 @@ from probes.options import Options
 from probes.pagination import STYLES, Pagination
 from probes.templates import Template
 from probes.transport import DEFAULT_POLICY, RetryPolicy
-from reconciler.domain import Authority
+from reconciler.core.domain import Authority
 
 #: What a probe's configuration may claim; `unavailable` is the probe's to report, not to claim.
 CLAIMABLE = (Authority.AUTHORITATIVE, Authority.LAGGING, Authority.WEAK)

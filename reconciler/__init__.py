@@ -6,7 +6,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reconciler.domain import (
+    from reconciler.core.domain import (
         Approval,
         Attempt,
         Authority,
@@ -22,8 +22,8 @@ if TYPE_CHECKING:
         Resolution,
         Verdict,
     )
-    from reconciler.hashing import derive_idempotency_key, request_hash
-    from reconciler.verdicts import evaluate
+    from reconciler.core.hashing import derive_idempotency_key, request_hash
+    from reconciler.core.verdicts import evaluate
 
 __all__ = [
     "Approval",
@@ -48,13 +48,14 @@ __all__ = [
 #: Where each name of the package's face is defined. They are imported on first use (PEP 562),
 #: so that a command such as `reconciler --help`, which imports `reconciler.cli` and with it
 #: this package, does not pay for the domain and the rules (bench/cli.py).
-_HOMES = {"derive_idempotency_key": "reconciler.hashing", "request_hash": "reconciler.hashing",
-          "evaluate": "reconciler.verdicts"}
+_HOMES = {"derive_idempotency_key": "reconciler.core.hashing",
+          "request_hash": "reconciler.core.hashing",
+          "evaluate": "reconciler.core.verdicts"}
 
 
 def __getattr__(name: str) -> object:
     if name not in __all__:
         raise AttributeError(f"module 'reconciler' has no attribute {name!r}")
-    value = getattr(import_module(_HOMES.get(name, "reconciler.domain")), name)
+    value = getattr(import_module(_HOMES.get(name, "reconciler.core.domain")), name)
     globals()[name] = value
     return value

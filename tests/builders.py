@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from reconciler.domain import (
+from reconciler.core.domain import (
     Approval,
     Attempt,
     Authority,

@@ -20,9 +20,9 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.chrome.webdriver import WebDriver
 
-from reconciler.domain import Effect, ProviderContract
+from reconciler.core.domain import Effect, ProviderContract
+from reconciler.core.runs.messages import ModelRequest, ModelResponse, TextBlock, ToolSpec
 from reconciler.ledger import Ledger
-from reconciler.runs.messages import ModelRequest, ModelResponse, TextBlock, ToolSpec
 from reconciler.runtime.agent import Agent
 from reconciler.runtime.scripted import ScriptedModel, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput

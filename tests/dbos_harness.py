@@ -25,9 +25,9 @@ import httpx
 from dbos import DBOS, SetWorkflowID
 
 from reconciler.chaos.worker import Kill, killer
+from reconciler.core.errors import RetryRefusedError
 from reconciler.effect import Applied, current_call, use_backend
-from reconciler.effect_backends import EmbeddedBackend
-from reconciler.errors import RetryRefusedError
+from reconciler.effect.backends import EmbeddedBackend
 from reconciler.integrations.dbos import reconciled_step, step_operation
 from reconciler.integrations.durable import engine_operation
 from reconciler.runtime.toolgate import no_hook

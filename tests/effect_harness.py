@@ -15,13 +15,13 @@ from typing import Any
 from probes.base import Probe, ProbeTarget, utc_now
 from reconciler.client import ReconcilerClient
 from reconciler.client.effects import Recorder
-from reconciler.domain import Authority, Carried, Match, Observation, ProviderContract, Receipt
+from reconciler.core.domain import Authority, Carried, Match, Observation, ProviderContract, Receipt
+from reconciler.core.sight import Sight
 from reconciler.effect import current_call
-from reconciler.effect_backends import EmbeddedBackend
+from reconciler.effect.backends import EmbeddedBackend
 from reconciler.ledger import Ledger
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings
-from reconciler.sight import Sight
 from reconciler.store.schema import open_store
 
 from service_harness import serving

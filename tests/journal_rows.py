@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlmodel import col, select
 
-from reconciler.errors import UnknownRunError
+from reconciler.core.errors import UnknownRunError
 from reconciler.store.journal import SqlJournal
 from reconciler.store.tables import RunRow, ToolResultRow
 

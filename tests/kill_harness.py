@@ -66,15 +66,15 @@ from probes.base import Probe
 from reconciler.chaos.worker import Kill, killer
 from reconciler.client.calls import Reply
 from reconciler.client.effects import Recorder
+from reconciler.core.errors import RetryRefusedError
+from reconciler.core.hashing import request_hash
+from reconciler.core.schemas import AttemptIn, IntentIn, OperationOut, RetryIn, RetryOut
 from reconciler.effect import effect
-from reconciler.effect_backends import EmbeddedBackend
-from reconciler.errors import RetryRefusedError
-from reconciler.hashing import request_hash
+from reconciler.effect.backends import EmbeddedBackend
 from reconciler.integrations.tool_calls import ToolEffects, tool_operation
 from reconciler.runtime.toolgate import Hook, no_hook
 from reconciler.sandbox import RunningSandbox
 from reconciler.sandbox.credentials import SANDBOX_ENV
-from reconciler.schemas import AttemptIn, IntentIn, OperationOut, RetryIn, RetryOut
 from reconciler.service.settings import load_providers
 from reconciler.testing.patience import PATIENCE_S
 

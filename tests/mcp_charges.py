@@ -18,10 +18,10 @@ from mcp.server.mcpserver import Context, MCPServer
 from sandbox_charge import Payments
 
 from probes.mcp_read import mcp_read
-from reconciler.domain import Carried
+from reconciler.core.domain import Carried
+from reconciler.core.sight import Sight
 from reconciler.integrations.tool_calls import tool_operation
 from reconciler.mcpproxy.proxy import KEY_META, OPERATION_META, ProxySettings, ReconcilingProxy
-from reconciler.sight import Sight
 
 from kill_harness import PROVIDER, Worker
 

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from reconciler.runs.messages import (
+from reconciler.core.runs.messages import (
     Delta,
     Message,
     ModelRequest,

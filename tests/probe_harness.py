@@ -14,7 +14,7 @@ import httpx
 from probes.base import Probe, ProbeTarget
 from probes.http_json import HttpJsonProbe
 from probes.recipes import recipe_factory
-from reconciler.domain import Observation
+from reconciler.core.domain import Observation
 
 BASE = "http://provider.test/pay"
 OP = "op-1"

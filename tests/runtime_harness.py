@@ -26,11 +26,11 @@ from typing import Any, Literal, TypeVar
 
 import pytest
 
-from reconciler.domain import Authority, Effect, Match, Observation, ProviderContract
-from reconciler.gate import RetryGate
+from reconciler.core.domain import Authority, Effect, Match, Observation, ProviderContract
+from reconciler.core.runs.events import CallView, RunView, project
+from reconciler.core.runs.messages import ModelResponse, ToolSpec
 from reconciler.ledger import Judgement, Ledger
-from reconciler.runs.events import CallView, RunView, project
-from reconciler.runs.messages import ModelResponse, ToolSpec
+from reconciler.ledger.gate import RetryGate
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.scripted import ScriptedModel, Step, call, say, tool_use
 from reconciler.runtime.toolgate import Hook, no_hook

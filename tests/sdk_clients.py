@@ -21,8 +21,8 @@ from githubkit import GitHub
 
 from probes.base import ProbeTarget
 from probes.recipes import recipe_factory
-from reconciler.domain import Observation
-from reconciler.hashing import request_hash
+from reconciler.core.domain import Observation
+from reconciler.core.hashing import request_hash
 from reconciler.sandbox import RunningSandbox, SystemClock
 from reconciler.sandbox.credentials import SANDBOX_ENV
 

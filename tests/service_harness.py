@@ -24,9 +24,9 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from reconciler.infra.serving import bind, in_thread
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings
-from reconciler.serving import bind, in_thread
 from reconciler.testing.patience import PATIENCE_S
 
 from databases import pg_schema

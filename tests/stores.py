@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.ports import Store
+from reconciler.core.ports import Store
 from reconciler.store.memory import MemoryStore
 from reconciler.store.schema import open_store
 

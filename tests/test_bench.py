@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
@@ -32,10 +33,13 @@ from bench import (
 )
 from bench.__main__ import BENCHMARKS, summary
 from bench.harness import Benchmark, Context, Outcome
+from bench.operations import CONTRACT, REQUEST_HASH, Seeder, key_of, retryable
 from bench.pgserver import PgServer
+from bench.server import FLOOR_PATH, create_app_with_noop
 from bench.sqlcount import DurableCommits
 from reconciler.core.domain import Effect, Intent
 from reconciler.ledger import Ledger, utcnow
+from reconciler.service.settings import Settings
 from reconciler.store.schema import open_store
 
 from databases import PG_URL, pg_unreachable
@@ -63,6 +67,29 @@ def test_intent_recording_is_measured_against_raw_sqlite_for_one_and_eight_write
     outcome = run_tiny(intents.run, tmp_path)
     assert_measured(outcome, 2)
     assert {"raw sqlite3, 8 writers", "record_intent, 8 writers"} <= set(outcome.latencies)
+    # Issue 35: each ratio from alternating rounds, the rounds' range printed with it.
+    assert all(re.search(r"\(median of \d+ rounds?", r.name) for r in outcome.ratios)
+
+
+def test_http_endpoints_are_measured_against_their_durable_floors_on_the_same_server(
+        tmp_path: Path) -> None:
+    outcome = run_tiny(over_http.run, tmp_path)
+    # Per endpoint: CPU vs its floor, p99 vs its floor's at 25, 50 and 75% of capacity, and
+    # the longest request at 50%.
+    assert_measured(outcome, 15)
+    for endpoint in ("POST /v1/operations", "POST /v1/operations/{id}/attempts",
+                     "POST /v1/operations/{id}/retry"):
+        names = [r.name for r in outcome.ratios if r.name.startswith(endpoint + " ")]
+        assert [name.split(" (")[0] for name in names] == [
+            f"{endpoint} CPU per request vs its durable floor",
+            f"{endpoint} p99 vs its durable floor's at 25% of capacity",
+            f"{endpoint} p99 vs its durable floor's at 50% of capacity",
+            f"{endpoint} longest request at 50% of capacity",
+            f"{endpoint} p99 vs its durable floor's at 75% of capacity"]
+        # The overload step: what was refused, and the admitted requests' latency.
+        assert any(f.startswith(f"{endpoint} overload: ") and "refused 503 overloaded" in f
+                   for f in outcome.figures)
+    assert [r.unit for r in outcome.ratios if "longest request" in r.name] == [" ms"] * 3
 
 
 def test_durable_commits_count_the_commits_that_wrote_and_no_other(tmp_path: Path) -> None:
@@ -88,14 +115,59 @@ def test_durable_commits_count_the_commits_that_wrote_and_no_other(tmp_path: Pat
     assert counter.durable_commits == 3
 
 
-def test_http_endpoints_are_measured_against_the_no_op_on_the_same_server(
-        tmp_path: Path) -> None:
-    outcome = run_tiny(over_http.run, tmp_path)
-    assert_measured(outcome, 9)
-    assert any(label.startswith("no-op @") for label in outcome.latencies)
-    # The intents' durable floor is measured in the same rounds (bench.server, FLOOR_PATH).
-    assert any(figure.startswith("durable floor of POST /v1/operations") and "requests/s" in figure
-               for figure in outcome.figures)
+def test_the_durable_floors_write_the_rows_their_routes_write(tmp_path: Path) -> None:
+    """bench.server's floors of the attempts route and the retry check change the same rows and
+    columns as the routes do (the values a decision caches are the floor's constants), and a
+    write that changes no row fails its request instead of passing for one."""
+    url = f"sqlite:///{tmp_path / 'floors.db'}"
+    store = open_store(url)
+    store.put_contract(CONTRACT)
+    for op in ("retry-route", "retry-floor"):
+        retryable(Ledger(store), op)
+    Seeder(store.engine).undispatched(["attempt-route", "attempt-floor"])
+    store.engine.dispose()
+    app = create_app_with_noop(Settings(db=url, sweep_interval_s=0))
+    host = {"host": "127.0.0.1"}
+
+    def attempt(op: str) -> dict[str, object]:
+        return {"attempt": 1, "idempotency_key": key_of(op), "request_hash": REQUEST_HASH,
+                "outcome": "response", "status": 200,
+                "receipt": {"provider_ref": f"ch-{op}", "request_hash": REQUEST_HASH}}
+
+    def ask(op: str, holder: str = "bench-1") -> dict[str, object]:
+        return {"idempotency_key": key_of(op), "request_hash": REQUEST_HASH, "holder": holder}
+
+    with TestClient(app) as client:
+        for prefix, suffix in (("/v1/operations", "route"), (FLOOR_PATH, "floor")):
+            assert client.post(f"{prefix}/attempt-{suffix}/attempts",
+                               json=attempt(f"attempt-{suffix}"), headers=host).status_code == 201
+            assert client.post(f"{prefix}/retry-{suffix}/retry", json=ask(f"retry-{suffix}"),
+                               headers=host).status_code == 200
+        # Another holder's lease is not taken; an attempt recorded twice is no new row.
+        assert client.post(f"{FLOOR_PATH}/retry-floor/retry", json=ask("retry-floor", "other"),
+                           headers=host).status_code == 500
+        assert client.post(f"{FLOOR_PATH}/attempt-floor/attempts", json=attempt("attempt-floor"),
+                           headers=host).status_code == 500
+    engine = create_engine(url, poolclass=NullPool)
+    with engine.connect() as conn:
+        def row(sql: str, op: str) -> dict[str, object]:
+            found = conn.exec_driver_sql(sql, (op,)).mappings().all()
+            assert len(found) == 1, (op, found)
+            return dict(found[0])
+
+        attempts = [row("SELECT number, report, outcome, status, receipt_hash, completed_at, "
+                        "ungranted FROM attempts WHERE operation_id = ?", f"attempt-{side}")
+                    for side in ("route", "floor")]
+        states = [row("SELECT verdict, next_action, attempt_rows, due_at IS NOT NULL AS due "
+                      "FROM operation_state WHERE operation_id = ?", f"attempt-{side}")
+                  for side in ("route", "floor")]
+        leases = [row("SELECT retry_holder, retry_attempt, length(retry_grant) AS grant_chars, "
+                      "retry_lease_expires_at > updated_at AS ahead FROM operation_state "
+                      "WHERE operation_id = ?", f"retry-{side}") for side in ("route", "floor")]
+    engine.dispose()
+    assert attempts[0] == attempts[1]
+    assert states[0] == states[1]
+    assert leases[0] == leases[1]
 
 
 def test_console_list_pages_are_measured_beside_the_no_op_on_the_same_server(

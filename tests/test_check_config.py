@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from probes.base import ProbeTarget
 from probes.recipes import recipe_factory
 from reconciler.cli import EXIT_BAD_INPUT, app
-from reconciler.domain import Authority, Carried, Effect, Intent, Observation
+from reconciler.core.domain import Authority, Carried, Effect, Intent, Observation
 from reconciler.mcpproxy.serve import load_settings as load_proxy_settings
 from reconciler.store.schema import open_store
 from reconciler.store.tables import EvidenceRow
@@ -279,8 +279,8 @@ def test_the_agents_tools_are_checked_against_the_probes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     module = f"sight_agent_{tmp_path.name.replace('-', '_')}"
     (tmp_path / f"{module}.py").write_text('''
-from reconciler.domain import Effect
-from reconciler.runs.messages import ToolSpec
+from reconciler.core.domain import Effect
+from reconciler.core.runs.messages import ToolSpec
 from reconciler.runtime.agent import Agent
 from reconciler.runtime.scripted import ScriptedModel
 from reconciler.runtime.tools import Tool, ToolOutput
@@ -341,7 +341,7 @@ def test_a_probe_that_names_no_actions_is_warned_about(tmp_path: Path) -> None:
 
 def test_every_mistake_of_an_mcp_proxy_table_is_reported_at_its_table(tmp_path: Path) -> None:
     """As `reconciler mcp-proxy` would refuse them: each option is checked, not only the tools'
-    coverage (reconciler/proxy_options.py)."""
+    coverage (reconciler/mcpproxy/options.py)."""
     config = tmp_path / "proxy.toml"
     config.write_text('''[mcp_proxy]
 provider = "chat"

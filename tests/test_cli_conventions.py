@@ -19,8 +19,8 @@ from typer.core import TyperGroup
 from typer.testing import CliRunner
 
 from reconciler.cli import app
-from reconciler.logs import configure
-from reconciler.release import release
+from reconciler.infra.logs import configure
+from reconciler.infra.release import release
 from reconciler.store.schema import alembic_config
 
 from service_harness import serving_process
@@ -94,7 +94,7 @@ def test_migrate_on_a_store_it_cannot_reach_exits_2_without_a_traceback() -> Non
 
 @pytest.fixture
 def logged() -> Iterator[io.StringIO]:
-    """What `reconciler.logs.configure` writes, for the test's duration (then unconfigured)."""
+    """What `reconciler.infra.logs.configure` writes for the test's duration (then unconfigured)."""
     stream = io.StringIO()
     root = logging.getLogger()
     level = root.level

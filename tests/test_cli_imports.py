@@ -12,7 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from reconciler.cli import _Root, app
-from reconciler.schedule import DEFAULT_POLICY
+from reconciler.core.schedule import DEFAULT_POLICY
 
 #: Packages a command imports when it runs, never to show help or the version.
 HEAVY = ("fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "psycopg", "httpx",

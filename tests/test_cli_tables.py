@@ -1,11 +1,11 @@
-"""Tables the command line prints (reconciler/terminal.py): never wider than the width, and a
+"""Tables the command line prints (reconciler/cli/terminal.py): never wider than the width, and a
 name (a demo scenario's, an operation's) is not cut mid-word while the width can hold the
 longest word of every column side by side."""
 
 from __future__ import annotations
 
+from reconciler.cli.terminal import column_widths, table
 from reconciler.demo import SCENARIOS
-from reconciler.terminal import column_widths, table
 
 HEADER = ["scenario", "fault, wire", "verdicts", "evidence", ""]
 

@@ -10,11 +10,11 @@ import httpx
 import pytest
 
 from reconciler.client import AsyncReconcilerClient, ReconcilerClient, intent
-from reconciler.domain import Carried, Effect, Outcome, Verdict
-from reconciler.errors import RetryRefusedError, ServiceError, UnknownOperationError
+from reconciler.core.domain import Carried, Effect, Outcome, Verdict
+from reconciler.core.errors import RetryRefusedError, ServiceError, UnknownOperationError
+from reconciler.core.schemas import AttemptOut, IntentIn, MatchIn
 from reconciler.sandbox import RunningSandbox, running_sandbox
 from reconciler.sandbox.credentials import SANDBOX_CREDENTIALS
-from reconciler.schemas import AttemptOut, IntentIn, MatchIn
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings
 

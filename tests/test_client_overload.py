@@ -10,7 +10,7 @@ import pytest
 
 from reconciler.client import AsyncReconcilerClient, ReconcilerClient
 from reconciler.client.calls import OVERLOADED
-from reconciler.errors import ServiceError
+from reconciler.core.errors import ServiceError
 
 EMPTY_PAGE: dict[str, object] = {"items": [], "next_cursor": None}
 

@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from probes.config import parse_config
+from reconciler.core.runs.messages import ToolSpec
 from reconciler.demo.agent import SHAPES, receipt_of
 from reconciler.demo.scenarios import CREDENTIALS, VISIBILITY_LAG_S, probe_config
 from reconciler.ledger import Ledger
-from reconciler.runs.messages import ToolSpec
 from reconciler.runtime.agent import Agent
 from reconciler.runtime.scripted import ScriptedModel, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput

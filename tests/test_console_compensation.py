@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from reconciler.attention import Reason, reason_of
 from reconciler.cli import app
-from reconciler.domain import Authority, Compensation, Evidence, Outcome, Verdict
+from reconciler.core.attention import Reason, reason_of
+from reconciler.core.domain import Authority, Compensation, Evidence, Outcome, Verdict
+from reconciler.core.verdicts import NextAction, evaluate
 from reconciler.ledger import Ledger
-from reconciler.verdicts import NextAction, evaluate
 
 from builders import CONTRACT, OP, attempt, facts, intent, probe, t
 from console_harness import Console, console_sidecar

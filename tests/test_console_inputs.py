@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reconciler.domain import Resolution
-from reconciler.runs.events import EventKind
+from reconciler.core.domain import Resolution
+from reconciler.core.runs.events import EventKind
 from reconciler.store.journal import SqlJournal
 
 from console_harness import Console, console_sidecar, signed_in

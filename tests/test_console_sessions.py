@@ -17,7 +17,7 @@ from fastapi import Request
 from fastapi.responses import Response
 from itsdangerous import URLSafeSerializer
 
-from reconciler.domain import Resolution
+from reconciler.core.domain import Resolution
 from reconciler.ledger import Ledger
 from reconciler.service import Settings, create_app
 from reconciler.service.credentials import Credential, Keyring, credential

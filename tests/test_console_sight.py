@@ -7,9 +7,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from probes.base import ProbeTarget
-from reconciler.domain import Carried, Facts, Match, Observation, Outcome, Receipt
+from reconciler.core.domain import Carried, Facts, Match, Observation, Outcome, Receipt
+from reconciler.core.sight import Sight
 from reconciler.service.ui.operation import unseen
-from reconciler.sight import Sight
 
 from builders import attempt, facts, intent
 from console_harness import console_sidecar, signed_in

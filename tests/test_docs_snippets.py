@@ -344,7 +344,7 @@ def test_a_shell_block_must_print_the_answer_its_page_shows(session_env: dict[st
 def test_a_named_path_that_is_not_there_is_found(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("See `reconciler/effect_outcomes.py`, [x](nowhere.md), "
-                    "[ok](https://example.com/docs/x.md) and `reconciler/summary.py`.\n")
+                    "[ok](https://example.com/docs/x.md) and `reconciler/core/summary.py`.\n")
     assert missing_links(page) == ["](nowhere.md)"]
     assert sorted(n for n in named_paths(page) if not exists(n, page)) == [
         "reconciler/effect_outcomes.py"]

@@ -29,7 +29,7 @@ from googleapiclient.discovery import build  # type: ignore[import-untyped]
 from httplib2 import Http  # type: ignore[import-untyped]
 
 from probes.config import parse_config
-from reconciler.hashing import request_hash
+from reconciler.core.hashing import request_hash
 from reconciler.sandbox import RunningSandbox
 
 from sidecar_client import Sidecar, running_sidecar

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reconciler.hashing import derive_idempotency_key, request_hash
+from reconciler.core.hashing import derive_idempotency_key, request_hash
 from reconciler.sandbox import RunningSandbox, running_sandbox
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings

@@ -21,7 +21,7 @@ import requests
 from jira import JIRA
 
 from probes.recipes.jira import LABEL
-from reconciler.hashing import request_hash
+from reconciler.core.hashing import request_hash
 from reconciler.sandbox import RunningSandbox
 from reconciler.sandbox.jira import account_id
 

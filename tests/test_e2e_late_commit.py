@@ -43,11 +43,11 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import get_default_environment
 
-from reconciler.effect_backends import EmbeddedBackend
+from reconciler.core.schemas import OperationOut
+from reconciler.effect.backends import EmbeddedBackend
 from reconciler.integrations.tool_calls import tool_operation
 from reconciler.sandbox import RunningSandbox
 from reconciler.sandbox.credentials import SANDBOX_ENV
-from reconciler.schemas import OperationOut
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings
 from reconciler.service.views import operation_out

@@ -13,12 +13,12 @@ import pytest
 
 from reconciler.client import ReconcilerClient, intent
 from reconciler.client.effects import Recorder
-from reconciler.domain import Outcome, Verdict
+from reconciler.core.domain import Outcome, Verdict
+from reconciler.core.errors import IntentConflictError, RetryRefusedError, ServiceError
+from reconciler.core.outcomes import outcome_of
+from reconciler.core.schemas import AttemptOut, MatchIn, OperationOut
 from reconciler.effect import Applied, EffectSite, current_call, effect
-from reconciler.effect_backends import EmbeddedBackend
-from reconciler.errors import IntentConflictError, RetryRefusedError, ServiceError
-from reconciler.outcomes import outcome_of
-from reconciler.schemas import AttemptOut, MatchIn, OperationOut
+from reconciler.effect.backends import EmbeddedBackend
 
 from effect_harness import CONTRACT, PROVIDER, Lost, Provider, backend
 

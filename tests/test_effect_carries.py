@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from reconciler.client.effects import Recorder
-from reconciler.domain import Carried, ProviderContract, Verdict
+from reconciler.core.domain import Carried, ProviderContract, Verdict
+from reconciler.core.schemas import OperationOut
 from reconciler.effect import current_call, effect
 from reconciler.integrations.tool_calls import ToolEffects, ToolOutcome, tool_operation
-from reconciler.schemas import OperationOut
 
 from effect_harness import PROVIDER, Provider
 

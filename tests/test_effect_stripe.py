@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import stripe
 
-from reconciler.domain import Outcome
+from reconciler.core.domain import Outcome
 from reconciler.effect import Applied, effect
-from reconciler.effect_backends import EmbeddedBackend
+from reconciler.effect.backends import EmbeddedBackend
 from reconciler.sandbox import RunningSandbox, running_sandbox
 
 # The probes read the providers' credentials from the environment (the sandbox checks them).

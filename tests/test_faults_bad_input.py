@@ -28,7 +28,7 @@ from schemathesis.schemas import APIOperation
 from typer.testing import CliRunner
 
 from reconciler.cli import app
-from reconciler.replay import replay
+from reconciler.cli.replay import replay
 from reconciler.service import Settings, create_app
 
 from fault_harness import HASH, PATIENCE_S, intent_body, scaled

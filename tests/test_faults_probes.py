@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from probes.http_json import http_json
-from reconciler.domain import (
+from reconciler.core.domain import (
     Attempt,
     Authority,
     Carried,
@@ -38,12 +38,12 @@ from reconciler.domain import (
     ProviderContract,
     Verdict,
 )
+from reconciler.core.schedule import SweepPolicy
+from reconciler.core.sight import Sight
 from reconciler.ledger import Judgement, Ledger
-from reconciler.schedule import SweepPolicy
-from reconciler.sight import Sight
+from reconciler.ledger.sweep import Sweeper
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
-from reconciler.sweep import Sweeper
 from reconciler.testing import ManualClock
 
 from builders import H0, K0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from reconciler.chaos.runner import POINTS, chaos
-from reconciler.runs.states import RunState
+from reconciler.core.runs.states import RunState
 
 from databases import pg_schema, pg_unreachable
 

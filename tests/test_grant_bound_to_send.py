@@ -25,7 +25,7 @@ import pytest
 from sqlalchemy import text
 
 from reconciler.client import ReconcilerClient, Reply
-from reconciler.domain import (
+from reconciler.core.domain import (
     Attempt,
     Authority,
     Effect,
@@ -36,11 +36,11 @@ from reconciler.domain import (
     Receipt,
     Verdict,
 )
-from reconciler.errors import RetryNotGrantedError, RetryRefusedError
-from reconciler.gate import GateAnswer, RetryGate, RetryRequest
+from reconciler.core.errors import RetryNotGrantedError, RetryRefusedError
+from reconciler.core.schemas import AttemptIn, IntentIn, OperationOut, RetryIn
 from reconciler.ledger import Ledger
+from reconciler.ledger.gate import GateAnswer, RetryGate, RetryRequest
 from reconciler.sandbox.clock import ManualClock
-from reconciler.schemas import AttemptIn, IntentIn, OperationOut, RetryIn
 from reconciler.store.schema import leases_of
 from reconciler.store.sql import SqlStore
 

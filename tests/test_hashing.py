@@ -4,8 +4,8 @@ import hashlib
 
 import pytest
 
-from reconciler.errors import HashInputError
-from reconciler.hashing import derive_idempotency_key, request_hash
+from reconciler.core.errors import HashInputError
+from reconciler.core.hashing import derive_idempotency_key, request_hash
 
 
 def test_request_hash_is_sha256_of_rfc8785_canonical_json() -> None:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.errors import HashInputError
-from reconciler.hashing import canonical_json, derive_idempotency_key, request_hash
+from reconciler.core.errors import HashInputError
+from reconciler.core.hashing import canonical_json, derive_idempotency_key, request_hash
 from reconciler.integrations.tool_calls import tool_operation
 
 VECTORS: dict[str, Any] = json.loads(

@@ -14,7 +14,7 @@ import httpx
 from fastapi import FastAPI, Request
 
 from reconciler.client import AsyncReconcilerClient
-from reconciler.schemas import IntentIn
+from reconciler.core.schemas import IntentIn
 from reconciler.service.admission import OVERLOADED, HotQueue
 from reconciler.service.app import create_app
 from reconciler.service.auth import require_worker

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.hashing import request_hash
+from reconciler.core.hashing import request_hash
 from reconciler.sandbox import RunningSandbox
 
 from dbos_harness import Job, body, in_process

@@ -10,8 +10,8 @@ from agents import Agent, RunConfig, Runner, function_tool
 from agents.items import ToolCallOutputItem
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from reconciler.domain import Resolution, Verdict
-from reconciler.effect_backends import EmbeddedBackend
+from reconciler.core.domain import Resolution, Verdict
+from reconciler.effect.backends import EmbeddedBackend
 from reconciler.integrations.openai_agents import reconciled_tool
 from reconciler.integrations.tool_calls import ToolEffects, tool_operation
 

@@ -23,9 +23,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput
 
+from reconciler.core.hashing import request_hash
 from reconciler.effect import Applied, current_call
-from reconciler.effect_backends import EmbeddedBackend
-from reconciler.hashing import request_hash
+from reconciler.effect.backends import EmbeddedBackend
 from reconciler.integrations.durable import engine_operation
 from reconciler.integrations.temporal import (
     REFUSED,

@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
+from reconciler.core.verdicts import NextAction
 from reconciler.ledger import Ledger
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
-from reconciler.verdicts import NextAction
 
 from builders import CONTRACT, T0, intent
 

@@ -17,7 +17,7 @@ from probes.base import ProbeTarget
 from probes.errors import ProbeConfigError
 from probes.mcp_read import mcp_read
 from probes.registry import default_registry
-from reconciler.domain import Authority, Match, Observation
+from reconciler.core.domain import Authority, Match, Observation
 
 TARGET = ProbeTarget("op-1", "key-1", "chat", "send", "sha256:" + "0" * 64,
                      {"channel": "C1"})

@@ -17,7 +17,8 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from probes.mcp_read import mcp_read
 from reconciler.client.effects import Recorder
-from reconciler.domain import Carried, Effect
+from reconciler.core.domain import Carried, Effect
+from reconciler.core.sight import Sight
 from reconciler.integrations.tool_calls import tool_operation
 from reconciler.mcpproxy.proxy import (
     KEY_META,
@@ -26,7 +27,6 @@ from reconciler.mcpproxy.proxy import (
     ReconcilingProxy,
     effect_of,
 )
-from reconciler.sight import Sight
 
 from effect_harness import BACKENDS, PROVIDER, Provider, backend
 

@@ -16,8 +16,8 @@ import mcp.types as types
 from mcp import Client, StdioServerParameters
 
 from reconciler.cli import EXIT_BAD_INPUT
-from reconciler.configsight import proxy_actions
-from reconciler.domain import Carried
+from reconciler.cli.configsight import proxy_actions
+from reconciler.core.domain import Carried
 
 UPSTREAM = Path(__file__).with_name("mcp_token_upstream.py")
 #: What the client starts the proxy with; the SDK adds its default set (PATH, HOME, ...).

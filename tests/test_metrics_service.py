@@ -13,10 +13,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.domain import Effect, ProviderContract
+from reconciler.core.domain import Effect, ProviderContract
+from reconciler.core.runs.events import EventKind
+from reconciler.core.runs.messages import ToolSpec
 from reconciler.ledger import Ledger
-from reconciler.runs.events import EventKind
-from reconciler.runs.messages import ToolSpec
 from reconciler.runtime.agent import Agent
 from reconciler.runtime.scripted import ScriptedModel, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput

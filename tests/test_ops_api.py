@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reconciler.runs.events import EventKind
+from reconciler.core.runs.events import EventKind
 from reconciler.service import Settings, create_app
 from reconciler.service.settings import SettingsError, load_settings
 from reconciler.store.journal import SqlJournal

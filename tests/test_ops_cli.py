@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from reconciler.cli import app
-from reconciler.domain import Approval, Resolution, Verdict
-from reconciler.runs.events import EventKind
+from reconciler.core.domain import Approval, Resolution, Verdict
+from reconciler.core.runs.events import EventKind
 from reconciler.store.journal import SqlJournal
 
 from console_harness import Console, console_sidecar

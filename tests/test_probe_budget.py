@@ -9,7 +9,7 @@ import pytest
 from probes.budget import Budget, BudgetSpent
 from probes.http_json import HttpJsonProbe
 from probes.recipes import recipe_factory
-from reconciler.domain import Authority
+from reconciler.core.domain import Authority
 
 from probe_harness import observe
 

@@ -28,7 +28,7 @@ from probes.http11_async import AsyncConnection
 from probes.http_json import http_json
 from probes.loop import ProbeLoop, wait_for
 from probes.transport import Clients, FetchError, Reply, RetryPolicy, _tls, aget, get
-from reconciler.domain import Authority, Observation, Receipt
+from reconciler.core.domain import Authority, Observation, Receipt
 from reconciler.testing.patience import PATIENCE_S
 
 FAST = RetryPolicy(tries=2, backoff_s=0, timeout_s=0.5, deadline_s=2, max_bytes=1000)

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from probes.recipes import recipe_factory
-from reconciler.domain import Authority, Match
+from reconciler.core.domain import Authority, Match
 
 from probe_harness import BASE, OP, SECRET, Handler, charge, observe, probe
 

@@ -25,17 +25,17 @@ from probes.config import parse_config
 from probes.http_json import http_json
 from probes.recipes import RECIPES, recipe_factory
 from probes.registry import ProbeRegistry
+from reconciler.core.domain import Authority, Decision, Facts, Observation, Verdict
+from reconciler.core.schedule import SweepPolicy
+from reconciler.core.verdicts import Finding
 from reconciler.demo.agent import SHAPES, dispatch, plan_intent
-from reconciler.domain import Authority, Decision, Facts, Observation, Verdict
 from reconciler.ledger import Ledger
+from reconciler.ledger.sweep import Sweeper
 from reconciler.sandbox import ManualClock, RunningSandbox, running_sandbox
 from reconciler.sandbox.credentials import SANDBOX_ENV
-from reconciler.schedule import SweepPolicy
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
-from reconciler.sweep import Sweeper
-from reconciler.verdicts import Finding
 
 A, NA = Verdict.VERIFIED_APPLIED, Verdict.VERIFIED_NOT_APPLIED
 FS, DUP, IND = Verdict.FALSE_SUCCESS, Verdict.DUPLICATE_EFFECT, Verdict.INDETERMINATE

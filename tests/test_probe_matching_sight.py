@@ -15,7 +15,7 @@ import pytest
 from probes.errors import ProbeConfigError
 from probes.http_json import HttpJsonProbe, http_json
 from probes.recipes import recipe_factory
-from reconciler.domain import Authority, Match, Observation
+from reconciler.core.domain import Authority, Match, Observation
 from reconciler.sandbox import ManualClock, RunningSandbox
 from reconciler.sandbox.credentials import SANDBOX_ENV
 

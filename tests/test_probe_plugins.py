@@ -24,8 +24,8 @@ from probes.config import parse_config
 from probes.errors import ProbeConfigError
 from probes.registry import ENTRY_POINT_GROUP, ProbeRegistry, default_registry
 from probes.runner import run_probe, run_probes
-from reconciler.domain import Authority, Carried, Match, Observation, Receipt
-from reconciler.sight import Sight
+from reconciler.core.domain import Authority, Carried, Match, Observation, Receipt
+from reconciler.core.sight import Sight
 
 PACKAGE = Path(__file__).parent / "data" / "thirdparty_probe"
 TARGET = ProbeTarget("op-1", None, "ledger", "transfer", "sha256:h0")

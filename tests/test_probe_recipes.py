@@ -17,7 +17,7 @@ from probes.errors import ProbeConfigError
 from probes.recipes import RECIPES
 from probes.recipes.recipe import CAUTIOUS_INFLIGHT_S
 from probes.registry import default_registry
-from reconciler.domain import Authority, Match, Observation
+from reconciler.core.domain import Authority, Match, Observation
 
 from probe_harness import BASE, OP, SECRET, Handler, answer, charge, observe, probe, target
 

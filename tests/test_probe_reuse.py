@@ -13,8 +13,8 @@ import httpx
 from probes.base import ProbeTarget
 from probes.runner import ProbeThreads
 from probes.transport import Clients
-from reconciler.domain import Authority, Observation
-from reconciler.sight import Sight
+from reconciler.core.domain import Authority, Observation
+from reconciler.core.sight import Sight
 from reconciler.testing.patience import PATIENCE_S
 
 from probe_harness import charge, observe, probe, target

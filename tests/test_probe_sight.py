@@ -22,8 +22,8 @@ from probes.mcp_read import mcp_read
 from probes.recipes import RECIPES, recipe_factory
 from probes.registry import ProbeRegistry
 from probes.runner import ref_returned, seen
-from reconciler.configcheck import check_config, open_for_reading
-from reconciler.domain import (
+from reconciler.cli.configcheck import check_config, open_for_reading
+from reconciler.core.domain import (
     Attempt,
     Authority,
     Carried,
@@ -36,11 +36,11 @@ from reconciler.domain import (
     ProviderContract,
     Receipt,
 )
+from reconciler.core.errors import RetryRefusedError
+from reconciler.core.sight import PROBE_BLIND, Sight
 from reconciler.effect import current_call, effect
-from reconciler.effect_backends import EmbeddedBackend
-from reconciler.errors import RetryRefusedError
+from reconciler.effect.backends import EmbeddedBackend
 from reconciler.sandbox import running_sandbox
-from reconciler.sight import PROBE_BLIND, Sight
 
 from builders import H0, K0
 
@@ -326,7 +326,7 @@ def test_a_probe_given_in_code_without_a_sight_covers_nothing_and_is_logged_once
 
 
 def test_a_runtime_tool_says_what_its_request_carries() -> None:
-    from reconciler.runs.messages import ToolSpec
+    from reconciler.core.runs.messages import ToolSpec
     from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
 
     async def handler(call: ToolCall) -> ToolOutput:

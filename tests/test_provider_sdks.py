@@ -22,7 +22,7 @@ import twilio.base.exceptions
 from githubkit.exception import RequestTimeout
 from stripe.params import PaymentIntentCreateParams, PaymentIntentSearchParams
 
-from reconciler.domain import Authority, Match
+from reconciler.core.domain import Authority, Match
 from reconciler.sandbox import ManualClock, RunningSandbox
 from reconciler.testing.sandbox import on_manual_clock
 

@@ -24,8 +24,8 @@ from probes.base import ProbeTarget
 from probes.errors import ProbeConfigError
 from probes.recipes import recipe_factory
 from probes.sight import finds_by, needs
-from reconciler.domain import Authority, Carried, Match, Observation
-from reconciler.hashing import request_hash
+from reconciler.core.domain import Authority, Carried, Match, Observation
+from reconciler.core.hashing import request_hash
 from reconciler.sandbox import ManualClock, RunningSandbox
 
 HOLD_S = 2.0

@@ -20,8 +20,8 @@ from jira import JIRA, JIRAError
 from probes.base import ProbeTarget
 from probes.recipes import recipe_factory
 from probes.recipes.jira import LABEL
-from reconciler.domain import Authority, Observation
-from reconciler.hashing import request_hash
+from reconciler.core.domain import Authority, Observation
+from reconciler.core.hashing import request_hash
 from reconciler.sandbox import RunningSandbox
 from reconciler.sandbox.jira import account_id
 

@@ -13,10 +13,10 @@ from sqlmodel import col
 from typer.testing import CliRunner
 
 from reconciler.cli import app
-from reconciler.domain import Authority, Effect, Intent, Match, Observation, Receipt, Verdict
+from reconciler.cli.replay import replay
+from reconciler.core.domain import Authority, Effect, Intent, Match, Observation, Receipt, Verdict
 from reconciler.ledger import Ledger
-from reconciler.prune import DurationError, parse_duration, prune
-from reconciler.replay import replay
+from reconciler.ledger.prune import DurationError, parse_duration, prune
 from reconciler.store import rows
 from reconciler.store.schema import open_store
 from reconciler.store.sql import INSERT_EVIDENCE, INSERT_INTENT, INSERT_STATE, SqlStore

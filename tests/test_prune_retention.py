@@ -9,9 +9,9 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from reconciler.domain import Effect, Intent, ProviderContract, Receipt
+from reconciler.core.domain import Effect, Intent, ProviderContract, Receipt
 from reconciler.ledger import Ledger
-from reconciler.prune import Retention
+from reconciler.ledger.prune import Retention
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings
 from reconciler.store.schema import open_store

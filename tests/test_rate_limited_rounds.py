@@ -13,7 +13,7 @@ from test_probe_recipes import json, pages, slack_page
 from test_sweep import FakeProbe, dispatched, ledger, sweeper  # noqa: F401  (ledger: fixture)
 
 from probes.base import ProbeTarget
-from reconciler.domain import Authority, Observation, Verdict
+from reconciler.core.domain import Authority, Observation, Verdict
 from reconciler.ledger import Ledger
 from reconciler.testing import ManualClock
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from reconciler.cli import app
-from reconciler.fixtures import KNOWN_TYPES, AttemptLine, IntentLine, ProbeLine, parse_line
-from reconciler.replay import ReplayReport, replay, replay_file
+from reconciler.cli.fixtures import KNOWN_TYPES, AttemptLine, IntentLine, ProbeLine, parse_line
+from reconciler.cli.replay import ReplayReport, replay, replay_file
 
 FIXTURES = Path(__file__).parent.parent / "ndjson_fixtures"
 FILES = sorted(FIXTURES.glob("*.ndjson"))

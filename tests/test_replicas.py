@@ -17,7 +17,7 @@ from typing import ClassVar
 import httpx
 import pytest
 
-from reconciler.hashing import request_hash
+from reconciler.core.hashing import request_hash
 from reconciler.sandbox import running_sandbox
 from reconciler.sandbox.credentials import SANDBOX_CREDENTIALS
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.domain import Effect, Resolution, Verdict
+from reconciler.core.domain import Effect, Resolution, Verdict
+from reconciler.core.ports import Store
+from reconciler.core.verdicts import Finding
 from reconciler.ledger import Ledger
-from reconciler.ports import Store
 from reconciler.testing import ManualClock
-from reconciler.verdicts import Finding
 
 from builders import CONTRACT, OP, attempt, intent, resolution, t
 from stores import KINDS, opened

@@ -12,7 +12,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from reconciler.runs.messages import (
+from reconciler.core.runs.messages import (
     Delta,
     Message,
     ModelRequest,

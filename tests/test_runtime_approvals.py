@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from reconciler.domain import Approval, Resolution, Verdict
-from reconciler.errors import ApprovalError
-from reconciler.runs.events import RunView
-from reconciler.runs.states import RunState
+from reconciler.core.domain import Approval, Resolution, Verdict
+from reconciler.core.errors import ApprovalError
+from reconciler.core.runs.events import RunView
+from reconciler.core.runs.states import RunState
 from reconciler.runtime.tools import operation_id
 
 from runtime_harness import (

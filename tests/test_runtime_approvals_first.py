@@ -9,8 +9,8 @@ import dataclasses
 
 import pytest
 
-from reconciler.errors import ApprovalError
-from reconciler.runs.states import RunState
+from reconciler.core.errors import ApprovalError
+from reconciler.core.runs.states import RunState
 from reconciler.runtime.tools import Tool
 
 from runtime_harness import FakeTool, World, first_call, lookup, run, script_for, send

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from reconciler.runs.events import EventKind
-from reconciler.runs.states import RunState
+from reconciler.core.runs.events import EventKind
+from reconciler.core.runs.states import RunState
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.scripted import ScriptedModel, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.domain import Effect, Outcome
-from reconciler.errors import IllegalTransitionError
-from reconciler.runs.events import RunView
-from reconciler.runs.messages import ModelRequest, ModelResponse
-from reconciler.runs.states import RunState
+from reconciler.core.domain import Effect, Outcome
+from reconciler.core.errors import IllegalTransitionError
+from reconciler.core.runs.events import RunView
+from reconciler.core.runs.messages import ModelRequest, ModelResponse
+from reconciler.core.runs.states import RunState
 from reconciler.runtime.cancel import CancelSignal, settle
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.processes import run_process

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.errors import ContinuationError
-from reconciler.runs.states import RunState
+from reconciler.core.errors import ContinuationError
+from reconciler.core.runs.states import RunState
 from reconciler.runtime.continuation import new_request_id, run_of_request
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.scripted import call, say, tool_use

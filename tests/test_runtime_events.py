@@ -8,14 +8,14 @@ from datetime import timedelta
 
 import pytest
 
-from reconciler.errors import (
+from reconciler.core.errors import (
     IllegalTransitionError,
     RunConflictError,
     RunError,
     UnknownRunError,
 )
-from reconciler.runs.events import EventKind, RunEvent, RunView, apply, project
-from reconciler.runs.states import RunState
+from reconciler.core.runs.events import EventKind, RunEvent, RunView, apply, project
+from reconciler.core.runs.states import RunState
 from reconciler.runtime.scripted import call, say, tool_use
 from reconciler.store.tables import RunRow
 

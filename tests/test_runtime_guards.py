@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.errors import UnknownOperationError
-from reconciler.runs.events import EventKind
-from reconciler.runs.messages import ModelResponse, Usage
-from reconciler.runs.states import RunState
+from reconciler.core.errors import UnknownOperationError
+from reconciler.core.runs.events import EventKind
+from reconciler.core.runs.messages import ModelResponse, Usage
+from reconciler.core.runs.states import RunState
 from reconciler.runtime.guards import (
     FINAL_NOTICE,
     Attempted,

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from reconciler.errors import RunConflictError
+from reconciler.core.errors import RunConflictError
+from reconciler.core.runs.states import RunState
 from reconciler.ledger import Ledger
-from reconciler.runs.states import RunState
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.scripted import ScriptedModel, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput

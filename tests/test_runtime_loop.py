@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from reconciler import verdicts
-from reconciler.domain import Effect, Facts, Match, Outcome, ProviderContract, Verdict
-from reconciler.hashing import derive_idempotency_key, request_hash
-from reconciler.runs.events import EventKind, RunView
-from reconciler.runs.states import RunState
+from reconciler.core import verdicts
+from reconciler.core.domain import Effect, Facts, Match, Outcome, ProviderContract, Verdict
+from reconciler.core.hashing import derive_idempotency_key, request_hash
+from reconciler.core.runs.events import EventKind, RunView
+from reconciler.core.runs.states import RunState
 from reconciler.runtime.scripted import call, say, tool_use
 from reconciler.runtime.tools import ToolCall, ToolOutput, operation_id
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.errors import AgentLoadError
-from reconciler.runs.messages import (
+from reconciler.core.errors import AgentLoadError
+from reconciler.core.runs.messages import (
     Block,
     Message,
     ModelRequest,

@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from reconciler.runs.messages import (
+from reconciler.core.runs.messages import (
     Delta,
     Message,
     ModelRequest,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.runs.states import RunState
+from reconciler.core.runs.states import RunState
 from reconciler.runtime import toolgate
 from reconciler.runtime.scripted import call, say, tool_use
 from reconciler.runtime.tools import OPERATION_ID_MAX, operation_id

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.domain import Effect
-from reconciler.errors import RunKeyError
-from reconciler.gate import RetryGate
+from reconciler.core.domain import Effect
+from reconciler.core.errors import RunKeyError
+from reconciler.core.runs.messages import ToolSpec
 from reconciler.ledger import Ledger
-from reconciler.runs.messages import ToolSpec
+from reconciler.ledger.gate import RetryGate
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.scripted import ScriptedModel, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from reconciler.errors import IllegalTransitionError
-from reconciler.runs.events import EventKind
-from reconciler.runs.messages import ModelRequest, ModelResponse
-from reconciler.runs.states import RESUMABLE, TRANSITIONS, RunState, check_move
+from reconciler.core.errors import IllegalTransitionError
+from reconciler.core.runs.events import EventKind
+from reconciler.core.runs.messages import ModelRequest, ModelResponse
+from reconciler.core.runs.states import RESUMABLE, TRANSITIONS, RunState, check_move
 from reconciler.runtime.models import ModelCallError
 from reconciler.runtime.scripted import call, say, tool_use
 

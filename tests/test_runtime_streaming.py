@@ -9,10 +9,10 @@ from dataclasses import replace
 
 import pytest
 
-from reconciler.errors import IllegalTransitionError
-from reconciler.runs.events import EventKind, apply
-from reconciler.runs.messages import ModelRequest, ModelResponse, TextDelta
-from reconciler.runs.states import RunState
+from reconciler.core.errors import IllegalTransitionError
+from reconciler.core.runs.events import EventKind, apply
+from reconciler.core.runs.messages import ModelRequest, ModelResponse, TextDelta
+from reconciler.core.runs.states import RunState
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.models import DeltaSink
 from reconciler.runtime.scripted import say

@@ -13,9 +13,9 @@ from pathlib import Path
 from alembic import command
 from sqlalchemy import text
 
-from reconciler.gate import RetryGate
+from reconciler.core.runs.states import RunState
 from reconciler.ledger import Ledger
-from reconciler.runs.states import RunState
+from reconciler.ledger.gate import RetryGate
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.scripted import ScriptedModel
 from reconciler.runtime.supervisor import Supervisor

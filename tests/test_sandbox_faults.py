@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reconciler.hashing import request_hash
+from reconciler.core.hashing import request_hash
 
 from sandbox_harness import (
     CHAT,

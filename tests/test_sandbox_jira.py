@@ -18,8 +18,8 @@ from probes.config import parse_config
 from probes.recipes import recipe_factory
 from probes.recipes.jira import LABEL, PROPERTY
 from probes.registry import default_registry
-from reconciler.domain import Authority, Carried, Match, Observation
-from reconciler.hashing import request_hash
+from reconciler.core.domain import Authority, Carried, Match, Observation
+from reconciler.core.hashing import request_hash
 from reconciler.sandbox import RunningSandbox
 from reconciler.sandbox.jira import account_id
 from reconciler.sandbox.jql import JqlError, parse

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from reconciler.hashing import request_hash
+from reconciler.core.hashing import request_hash
 from reconciler.sandbox import ManualClock, RunningSandbox
 from reconciler.testing.patience import PATIENCE_S
 

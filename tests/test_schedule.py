@@ -1,14 +1,14 @@
-"""When the next probe round is due, and when a human is asked instead (reconciler.schedule):
+"""When the next probe round is due, and when a human is asked instead (reconciler.core.schedule):
 one test per rule, on plain facts (summarized, as the stores hand them to the schedule)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from reconciler.domain import Authority, Decision, Effect, Facts, Outcome, Verdict
-from reconciler.schedule import SweepPolicy, confirmation_due, due_after, next_round
-from reconciler.summary import summarize
-from reconciler.verdicts import evaluate
+from reconciler.core.domain import Authority, Decision, Effect, Facts, Outcome, Verdict
+from reconciler.core.schedule import SweepPolicy, confirmation_due, due_after, next_round
+from reconciler.core.summary import summarize
+from reconciler.core.verdicts import evaluate
 
 from builders import CONTRACT, attempt, facts, probe, receipt, resolution, t
 

@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from sqlalchemy import MetaData, select
 from standardwebhooks.webhooks import Webhook
 
-from reconciler.hashing import request_hash
+from reconciler.core.hashing import request_hash
 
 from sidecar_client import TOKEN, Sidecar, ZeroProbe, assert_problem, running_sidecar
 

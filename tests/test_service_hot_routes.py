@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from reconciler.schemas import IDENT_PATTERN, AttemptIn, IntentIn, RetryIn
+from reconciler.core.schemas import IDENT_PATTERN, AttemptIn, IntentIn, RetryIn
 from reconciler.service import operations
 from reconciler.service.hot_routes import HotRoute, _plan
 

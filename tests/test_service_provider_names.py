@@ -12,7 +12,7 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
-from reconciler.domain import Effect, Intent
+from reconciler.core.domain import Effect, Intent
 from reconciler.service import Settings, create_app
 from reconciler.store.schema import open_store
 

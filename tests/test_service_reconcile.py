@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from reconciler.domain import Carried
-from reconciler.sight import Sight
+from reconciler.core.domain import Carried
+from reconciler.core.sight import Sight
 from reconciler.store.leases import SqlLeases
 
 from sidecar_client import Sidecar, ZeroProbe, assert_problem, running_sidecar

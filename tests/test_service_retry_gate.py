@@ -8,7 +8,6 @@ on an ephemeral loopback port.
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime
 
 import httpx
@@ -16,7 +15,7 @@ import pytest
 
 from reconciler.testing.patience import PATIENCE_S
 
-from sidecar_client import OTHER_H, H, Sidecar, assert_problem
+from sidecar_client import OTHER_H, H, Sidecar, assert_problem, post_as_a_client
 
 # Input must never reach the catch-all 500 (the fixture is in conftest.py).
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
@@ -74,12 +73,8 @@ def test_concurrent_retry_requests_get_exactly_one_grant(sidecar: Sidecar) -> No
     def ask(n: int) -> None:
         with httpx.Client(base_url=sidecar.url, timeout=PATIENCE_S) as http:
             start.wait(PATIENCE_S)
-            for _ in range(30):  # an overloaded sidecar says when to ask again, as clients do
-                response = http.post("/v1/operations/op-1/retry", json={
-                    "idempotency_key": "key-op-1", "request_hash": H, "holder": f"worker-{n}"})
-                if response.status_code != 503:
-                    break
-                time.sleep(float(response.headers["retry-after"]))
+            response = post_as_a_client(http, "/v1/operations/op-1/retry", {
+                "idempotency_key": "key-op-1", "request_hash": H, "holder": f"worker-{n}"})
             statuses.append((response.status_code, response.json()["allowed"]))
 
     threads = [threading.Thread(target=ask, args=(n,)) for n in range(32)]

@@ -24,10 +24,10 @@ from typing import Any
 import httpx
 import pytest
 
-from reconciler.domain import Effect, ProviderContract
-from reconciler.errors import AgentLoadError
+from reconciler.core.domain import Effect, ProviderContract
+from reconciler.core.errors import AgentLoadError
+from reconciler.core.runs.messages import ToolSpec
 from reconciler.ledger import Ledger
-from reconciler.runs.messages import ToolSpec
 from reconciler.runtime.agent import Agent, load_agent
 from reconciler.runtime.loop import create_run
 from reconciler.runtime.models import Model

@@ -18,8 +18,8 @@ import pytest
 from test_service_runs import lookup_tool, ok, sidecar
 
 from reconciler.client.runs import RunsClient
-from reconciler.domain import Effect
-from reconciler.runs.messages import ToolSpec
+from reconciler.core.domain import Effect
+from reconciler.core.runs.messages import ToolSpec
 from reconciler.runtime.scripted import call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
 

@@ -19,8 +19,14 @@ import httpx
 import pytest
 from test_service_runs import SEND_THEN_DONE, Send, lookup_tool, ok, sidecar
 
-from reconciler.domain import Effect
-from reconciler.runs.messages import ModelRequest, ModelResponse, TextBlock, TextDelta, ToolSpec
+from reconciler.core.domain import Effect
+from reconciler.core.runs.messages import (
+    ModelRequest,
+    ModelResponse,
+    TextBlock,
+    TextDelta,
+    ToolSpec,
+)
 from reconciler.runtime.models import DeltaSink
 from reconciler.runtime.scripted import ScriptedModel, Step, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput

@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from pydantic import ValidationError
 
-from reconciler.domain import ProviderContract
+from reconciler.core.domain import ProviderContract
 from reconciler.service.server import uvicorn_config
 from reconciler.service.settings import (
     Settings,

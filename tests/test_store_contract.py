@@ -1,4 +1,4 @@
-"""What every store promises (reconciler.ports): the same tests against the in-memory twin,
+"""What every store promises (reconciler.core.ports): the same tests against the in-memory twin,
 SQLite and PostgreSQL, so that replay and unit tests on the twin mean what they mean on a
 database."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.domain import (
+from reconciler.core.domain import (
     Authority,
     Decision,
     Effect,
@@ -22,18 +22,18 @@ from reconciler.domain import (
     ProviderContract,
     Verdict,
 )
-from reconciler.errors import (
+from reconciler.core.errors import (
     IntentConflictError,
     RetryNotGrantedError,
     UnknownOperationError,
 )
+from reconciler.core.ports import ERROR_CHARS, Delivery, Leases, Round, Scheduled, Store
+from reconciler.core.summary import Summary, summarize
+from reconciler.core.verdicts import decide
 from reconciler.ledger import Ledger
-from reconciler.ports import ERROR_CHARS, Delivery, Leases, Round, Scheduled, Store
 from reconciler.store.memory import MemoryStore
 from reconciler.store.schema import leases_of, open_store
 from reconciler.store.sql import SqlStore
-from reconciler.summary import Summary, summarize
-from reconciler.verdicts import decide
 
 from builders import CONTRACT, H0, K0, OP, T0, attempt, intent, probe, receipt, resolution, t
 from stores import KINDS, opened

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.domain import Attempt, Carried, Outcome, ProviderContract
+from reconciler.core.domain import Attempt, Carried, Outcome, ProviderContract
+from reconciler.core.ports import Store
+from reconciler.core.summary import summarize
 from reconciler.ledger import Ledger
-from reconciler.ports import Store
 from reconciler.store.sql import SqlStore
-from reconciler.summary import summarize
 
 from builders import OP, OTHER_HASH, attempt, intent, t
 from stores import KINDS, opened

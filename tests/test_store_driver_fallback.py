@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from reconciler.domain import Effect, Outcome
-from reconciler.gate import RetryGate, RetryRequest
+from reconciler.core.domain import Effect, Outcome
 from reconciler.ledger import Ledger
+from reconciler.ledger.gate import RetryGate, RetryRequest
 from reconciler.store.driver import DriverStatements
 from reconciler.store.schema import leases_of, open_store
 

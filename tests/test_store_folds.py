@@ -10,13 +10,13 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import Connection, event, text
 
-from reconciler.domain import Authority, Decision, Facts, Outcome, ProviderContract, Verdict
-from reconciler.ports import Delivery, Round, Scheduled
+from reconciler.core.domain import Authority, Decision, Facts, Outcome, ProviderContract, Verdict
+from reconciler.core.ports import Delivery, Round, Scheduled
+from reconciler.core.summary import Summary, summarize
+from reconciler.core.verdicts import decide
 from reconciler.store import decisions
 from reconciler.store.schema import leases_of, open_store
 from reconciler.store.sql import SqlStore, appending
-from reconciler.summary import Summary, summarize
-from reconciler.verdicts import decide
 
 from builders import CONTRACT, OP, attempt, intent, probe, receipt, resolution, t
 

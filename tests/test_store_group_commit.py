@@ -9,8 +9,8 @@ from functools import partial
 import pytest
 from sqlalchemy import Connection, event
 
-from reconciler.domain import IntentConflict
-from reconciler.errors import IntentConflictError, StoreUnavailableError
+from reconciler.core.domain import IntentConflict
+from reconciler.core.errors import IntentConflictError, StoreUnavailableError
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
 from reconciler.testing.patience import PATIENCE_S

@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import Connection, event
 from sqlalchemy.util.concurrency import greenlet_spawn
 
-from reconciler.domain import IntentConflict
-from reconciler.errors import IntentConflictError, StoreUnavailableError
+from reconciler.core.domain import IntentConflict
+from reconciler.core.errors import IntentConflictError, StoreUnavailableError
 from reconciler.ledger import Ledger
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings

@@ -1,4 +1,4 @@
-"""The summary a store folds fact by fact (reconciler.summary: `add_attempt`, `complete`,
+"""The summary a store folds fact by fact (reconciler.core.summary: `add_attempt`, `complete`,
 `add_evidence`) decides as the fold of the whole history (`summarize`) does, at any time, for
 any order the facts reach the store in: many reports of one attempt, openings completed later,
 retries of a non_idempotent action in order and out of it, clocks that disagree. And a retry
@@ -21,7 +21,7 @@ from test_verdict_properties import (
     seconds,
 )
 
-from reconciler.domain import (
+from reconciler.core.domain import (
     Attempt,
     Authority,
     Effect,
@@ -31,10 +31,10 @@ from reconciler.domain import (
     Outcome,
     ProviderContract,
 )
-from reconciler.ports import Scheduled
+from reconciler.core.ports import Scheduled
+from reconciler.core.summary import Summary, summarize
+from reconciler.core.verdicts import decide
 from reconciler.store.memory import MemoryStore
-from reconciler.summary import Summary, summarize
-from reconciler.verdicts import decide
 
 from builders import CONTRACT, H0, K0, OP, OTHER_HASH, intent, t
 

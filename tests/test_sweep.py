@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from probes.base import ProbeTarget
-from reconciler.domain import (
+from reconciler.core.domain import (
     Attempt,
     Authority,
     Carried,
@@ -26,11 +26,11 @@ from reconciler.domain import (
     Receipt,
     Verdict,
 )
+from reconciler.core.schedule import SweepPolicy
+from reconciler.core.sight import Sight
 from reconciler.ledger import Ledger
-from reconciler.schedule import SweepPolicy
-from reconciler.sight import Sight
+from reconciler.ledger.sweep import Sweeper, sweep_periodically
 from reconciler.store.schema import leases_of
-from reconciler.sweep import Sweeper, sweep_periodically
 from reconciler.testing import ManualClock
 
 from builders import H0, K0

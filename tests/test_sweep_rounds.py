@@ -14,7 +14,7 @@ from sqlmodel import Session, col, func, select
 
 from probes.base import ProbeTarget
 from reconciler import ledger as ledger_module
-from reconciler.domain import (
+from reconciler.core.domain import (
     Attempt,
     Authority,
     Carried,
@@ -27,14 +27,14 @@ from reconciler.domain import (
     Receipt,
     Verdict,
 )
+from reconciler.core.schedule import SweepPolicy
+from reconciler.core.sight import Sight
 from reconciler.ledger import Ledger
-from reconciler.schedule import SweepPolicy
-from reconciler.sight import Sight
+from reconciler.ledger.sweep import Sweeper
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
 from reconciler.store.tables import StateRow
-from reconciler.sweep import Sweeper
 from reconciler.testing import ManualClock
 from reconciler.testing.patience import PATIENCE_S
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.domain import Match, Outcome, Verdict
-from reconciler.verdicts import evaluate
+from reconciler.core.domain import Match, Outcome, Verdict
+from reconciler.core.verdicts import evaluate
 
 from builders import CONTRACT, attempt, facts, t
 from probe_harness import answer, charge, observe, probe

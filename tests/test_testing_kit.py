@@ -10,7 +10,7 @@ import pytest
 
 from probes.base import Probe
 from probes.runner import run_probe
-from reconciler.domain import Authority, Observation, Receipt
+from reconciler.core.domain import Authority, Observation, Receipt
 from reconciler.sandbox import RunningSandbox
 from reconciler.sandbox.credentials import SandboxAuth
 from reconciler.testing import FakeProbe, ManualClock, manual_sandbox

@@ -1,5 +1,5 @@
 """OpenTelemetry: a worker's tool call and the sidecar's work on it are one trace
-(reconciler.tracing, reconciler.service.trace_context). The worker, in this process, keeps its
+(reconciler.infra.tracing, reconciler.service.trace_context). The worker, in this process, keeps its
 spans in an in-memory exporter; the sidecar, a process of its own configured by the standard
 `OTEL_*` variables only, exports OTLP over HTTP to a receiver in this test. The charge is the
 examples' PaymentIntent at the sandbox, which the sidecar's probes read."""
@@ -23,8 +23,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from reconciler import tracing
 from reconciler.effect import Applied
+from reconciler.infra import tracing
 from reconciler.sandbox import RunningSandbox
 
 from kill_harness import sandbox_config

@@ -44,10 +44,10 @@ from test_console_sessions import ALICE, BOB_CRED, after_restart, alice, session
 from test_console_sessions import sidecar as session_sidecar
 from test_trust_bounded_inputs import runs_sidecar
 
-from reconciler.domain import Attempt, Compensation, Outcome, Resolution
+from reconciler.core.domain import Attempt, Compensation, Outcome, Resolution
+from reconciler.core.runs.events import EventKind
+from reconciler.infra.logs import JsonFormatter, TextFormatter
 from reconciler.ledger import Ledger
-from reconciler.logs import JsonFormatter, TextFormatter
-from reconciler.runs.events import EventKind
 from reconciler.runtime.agent import Agent
 from reconciler.runtime.scripted import ScriptedModel, say
 from reconciler.service import Settings, create_app

@@ -14,9 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from reconciler.domain import ProviderContract
+from reconciler.core.domain import ProviderContract
+from reconciler.testing.patience import PATIENCE_S
 
-from sidecar_client import H, Sidecar, assert_problem, running_sidecar
+from sidecar_client import H, Sidecar, assert_problem, post_as_a_client, running_sidecar
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 
@@ -96,8 +97,8 @@ def test_twenty_concurrent_identical_reports_lose_nothing(sidecar: Sidecar) -> N
             "outcome": "timeout", "at": claimed(0)}
 
     def report(_: int) -> int:
-        with httpx.Client(base_url=sidecar.url, timeout=30) as http:
-            return http.post("/v1/operations/op-1/attempts", json=body).status_code
+        with httpx.Client(base_url=sidecar.url, timeout=PATIENCE_S) as http:
+            return post_as_a_client(http, "/v1/operations/op-1/attempts", body).status_code
 
     with ThreadPoolExecutor(20) as pool:
         statuses = sorted(pool.map(report, range(20)))

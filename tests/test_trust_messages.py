@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from probes.errors import ProbeConfigError
 from probes.mcp_read import mcp_read
 from reconciler.cli import app
-from reconciler.configcheck import check_config
+from reconciler.cli.configcheck import check_config
 
 from sidecar_client import Sidecar, assert_problem
 

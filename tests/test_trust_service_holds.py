@@ -23,10 +23,10 @@ import pytest
 import uvicorn
 
 from probes.base import Probe
+from reconciler.infra.serving import bind, in_thread
 from reconciler.ledger import Ledger
 from reconciler.service import Settings, create_app
 from reconciler.service.server import uvicorn_config
-from reconciler.serving import bind, in_thread
 from reconciler.store.schema import open_store
 
 from sidecar_client import CONTRACTS, H, ZeroProbe

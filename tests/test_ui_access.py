@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 
-from reconciler.domain import Resolution
+from reconciler.core.domain import Resolution
 
 from console_harness import console_sidecar, login_form, signed_in
 from sidecar_client import TOKEN

@@ -14,8 +14,8 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.wait import WebDriverWait
 
-from reconciler.domain import Approval, Compensation, Resolution, Verdict
-from reconciler.runs.events import EventKind
+from reconciler.core.domain import Approval, Compensation, Resolution, Verdict
+from reconciler.core.runs.events import EventKind
 from reconciler.store.journal import SqlJournal
 
 from console_harness import browser, console_sidecar

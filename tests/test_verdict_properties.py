@@ -14,7 +14,7 @@ from typing import Any, TypeGuard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.domain import (
+from reconciler.core.domain import (
     Approval,
     Attempt,
     Authority,
@@ -30,9 +30,9 @@ from reconciler.domain import (
     Resolution,
     Verdict,
 )
-from reconciler.ports import Scheduled
+from reconciler.core.ports import Scheduled
+from reconciler.core.verdicts import decide, evaluate
 from reconciler.store.memory import MemoryStore
-from reconciler.verdicts import decide, evaluate
 
 from builders import H0, K0, OP, OTHER_HASH, t
 
@@ -255,7 +255,7 @@ def recorded_orders(draw: st.DrawFn) -> tuple[Facts, ProviderContract, float, li
 @given(recorded_orders())
 def test_a_summary_folded_fact_by_fact_decides_as_evaluating_all_the_facts(
         case: tuple[Facts, ProviderContract, float, list[Any]]) -> None:
-    """The memory store decides from the summary it folds as it records (reconciler.summary);
+    """The memory store decides from the summary it folds as it records (reconciler.core.summary);
     after every fact that is the verdict, findings and grant of the whole history."""
     facts, contract, now, steps = case
     store = MemoryStore()

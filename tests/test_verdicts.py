@@ -4,7 +4,7 @@ Times are seconds after T0 (the intent)."""
 
 from dataclasses import replace
 
-from reconciler.domain import (
+from reconciler.core.domain import (
     Attempt,
     Authority,
     Decision,
@@ -16,7 +16,7 @@ from reconciler.domain import (
     ProviderContract,
     Verdict,
 )
-from reconciler.verdicts import Finding, NextAction, evaluate
+from reconciler.core.verdicts import Finding, NextAction, evaluate
 
 from builders import (
     CONTRACT,

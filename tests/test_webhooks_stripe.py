@@ -14,7 +14,7 @@ import pytest
 import stripe
 
 from reconciler.ledger import Ledger
-from reconciler.prune import prune
+from reconciler.ledger.prune import prune
 
 from sidecar_client import H, Sidecar, assert_problem
 from webhook_deliveries import deliver, encoded, event, receipts, sent_again, set_secret, traces

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.schemas import AttemptIn
+from reconciler.core.schemas import AttemptIn
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))
 from sandbox_charge import Payments

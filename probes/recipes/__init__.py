@@ -25,7 +25,7 @@ from probes.errors import ProbeConfigError
 from probes.http_json import HttpJsonProbe, http_json
 from probes.recipes import github, google_calendar, jira, postmark, slack, stripe, twilio
 from probes.recipes.recipe import Recipe
-from reconciler.domain import Authority
+from reconciler.core.domain import Authority
 
 __all__ = ["RECIPES", "RENAMED", "Recipe", "merge", "recipe_factory"]
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from probes.recipes.recipe import CAUTIOUS_INFLIGHT_S, Inflight, Recipe, by_account
-from reconciler.domain import Authority
+from reconciler.core.domain import Authority
 
 CITE = "https://docs.github.com/en/rest/search/search"
 

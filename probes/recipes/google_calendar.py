@@ -55,7 +55,7 @@ from urllib.parse import quote
 
 from probes.errors import ProbeConfigError
 from probes.recipes.recipe import Recipe
-from reconciler.domain import Authority
+from reconciler.core.domain import Authority
 
 CITE = "https://developers.google.com/workspace/calendar/api/guides/extended-properties"
 

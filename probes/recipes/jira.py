@@ -47,7 +47,7 @@ from __future__ import annotations
 from typing import Any
 
 from probes.recipes.recipe import Recipe, by_account
-from reconciler.domain import Authority
+from reconciler.core.domain import Authority
 
 CITE = "https://developer.atlassian.com/cloud/jira/platform/search-and-reconcile/"
 

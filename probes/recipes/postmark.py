@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from probes.recipes.recipe import CAUTIOUS_INFLIGHT_S, CAUTIOUS_LAG_S, Inflight, Recipe
-from reconciler.domain import Authority
+from reconciler.core.domain import Authority
 
 CITE = "https://postmarkapp.com/developer/api/messages-api"
 #: Undocumented (see above): the cautious default.

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from probes.errors import ProbeConfigError
-from reconciler.domain import Authority, ProviderContract
+from reconciler.core.domain import Authority, ProviderContract
 
 #: A recipe's own options (not `http_json`'s), turned into `http_json` options; the second
 #: argument names the probe for error messages.

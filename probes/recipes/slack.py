@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from probes.recipes.recipe import CAUTIOUS_INFLIGHT_S, Inflight, Recipe
-from reconciler.domain import Authority
+from reconciler.core.domain import Authority
 
 CITE = "https://docs.slack.dev/reference/methods/conversations.history"
 #: Slack documents no bound on how long a chat.postMessage may still land after its caller

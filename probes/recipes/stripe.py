@@ -39,7 +39,7 @@ from typing import Any
 
 from probes.errors import ProbeConfigError
 from probes.recipes.recipe import Inflight, Recipe
-from reconciler.domain import Authority
+from reconciler.core.domain import Authority
 
 CITE = "https://docs.stripe.com/search; https://docs.stripe.com/api/pagination"
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from probes.errors import ProbeConfigError
 from probes.recipes.recipe import CAUTIOUS_INFLIGHT_S, Adapt, Inflight, Recipe
-from reconciler.domain import Authority
+from reconciler.core.domain import Authority
 
 CITE = "https://www.twilio.com/docs/messaging/api/message-resource"
 #: Twilio documents no bound on how long a Messages create may still be applied after its

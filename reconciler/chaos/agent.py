@@ -19,10 +19,10 @@ from typing import Any
 
 import httpx
 
+from reconciler.core.domain import Effect
+from reconciler.core.hashing import canonical_json
+from reconciler.core.runs.messages import ToolSpec
 from reconciler.demo.agent import CHANNEL, OPERATION, SHAPES, Shape, receipt_of
-from reconciler.domain import Effect
-from reconciler.hashing import canonical_json
-from reconciler.runs.messages import ToolSpec
 from reconciler.runtime.agent import Agent
 from reconciler.runtime.scripted import ScriptedModel, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput

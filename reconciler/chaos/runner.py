@@ -31,13 +31,13 @@ from probes.config import parse_config
 from reconciler.chaos.agent import CONFIG, SHAPE_OF, STEPS, TASK
 from reconciler.chaos.supervised import LEASE_S, second_replica, settle
 from reconciler.chaos.worker import Kill, work
+from reconciler.core.domain import Effect
+from reconciler.core.hashing import request_hash
+from reconciler.core.runs.events import RunView
+from reconciler.core.runs.states import RunState
 from reconciler.demo.agent import SHAPES
 from reconciler.demo.scenarios import CREDENTIALS, probe_config
-from reconciler.domain import Effect
-from reconciler.hashing import request_hash
 from reconciler.ledger import utcnow
-from reconciler.runs.events import RunView
-from reconciler.runs.states import RunState
 from reconciler.runtime.loop import create_run
 from reconciler.runtime.tools import operation_id
 from reconciler.sandbox import running_sandbox

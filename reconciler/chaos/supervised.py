@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.chaos.agent import SANDBOX_ENV
+from reconciler.core.ports import Journal
+from reconciler.core.runs.states import RunState
 from reconciler.demo.scenarios import CREDENTIALS
-from reconciler.ports import Journal
-from reconciler.runs.states import RunState
 from reconciler.store.sealing import KEY_ENV
 
 #: The run lease in this mode: a dead worker's run is orphaned this long after its last

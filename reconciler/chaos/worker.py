@@ -16,17 +16,17 @@ import httpx
 
 from probes.config import parse_config
 from reconciler.chaos.agent import CONFIG, TASK, script, tools
+from reconciler.core.schedule import SweepPolicy
 from reconciler.demo.scenarios import CREDENTIALS, probe_config
-from reconciler.gate import RetryGate
 from reconciler.ledger import Ledger
+from reconciler.ledger.gate import RetryGate
+from reconciler.ledger.sweep import Sweeper
 from reconciler.runtime.loop import AgentRuntime, create_run
 from reconciler.runtime.toolgate import Hook, no_hook
-from reconciler.schedule import SweepPolicy
 from reconciler.store.journal import SqlJournal
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sealing import Sealer
-from reconciler.sweep import Sweeper
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,10 @@ from typing import Any
 from reconciler.client.calls import Reply
 from reconciler.client.effects import AsyncTrackedEffect, TrackedEffect
 from reconciler.client.http import AsyncReconcilerClient, ReconcilerClient
-from reconciler.domain import Carried, Effect
-from reconciler.hashing import derive_idempotency_key, request_hash
-from reconciler.outcomes import outcome_of
-from reconciler.schemas import IntentIn
+from reconciler.core.domain import Carried, Effect
+from reconciler.core.hashing import derive_idempotency_key, request_hash
+from reconciler.core.outcomes import outcome_of
+from reconciler.core.schemas import IntentIn
 
 
 def intent(operation_id: str, *, provider: str, action: str, effect: Effect | str,

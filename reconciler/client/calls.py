@@ -12,8 +12,8 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
-from reconciler.errors import RetryNotGrantedError, ServiceError, UnknownOperationError
-from reconciler.schemas import (
+from reconciler.core.errors import RetryNotGrantedError, ServiceError, UnknownOperationError
+from reconciler.core.schemas import (
     ApprovalIn,
     AttemptIn,
     IntentIn,

@@ -30,10 +30,10 @@ from typing import Protocol, Self
 import httpx
 
 from reconciler.client.calls import Reply
-from reconciler.domain import Outcome
-from reconciler.errors import RetryNotGrantedError, RetryRefusedError
-from reconciler.outcomes import outcome_of, status_of
-from reconciler.schemas import AttemptIn, IntentIn, MatchIn, OperationOut, RetryIn, RetryOut
+from reconciler.core.domain import Outcome
+from reconciler.core.errors import RetryNotGrantedError, RetryRefusedError
+from reconciler.core.outcomes import outcome_of, status_of
+from reconciler.core.schemas import AttemptIn, IntentIn, MatchIn, OperationOut, RetryIn, RetryOut
 
 ReceiptReader = Callable[[httpx.Response], MatchIn | None]
 

@@ -20,7 +20,7 @@ import httpx
 from reconciler.client import calls
 from reconciler.client.calls import OVERLOAD_DEADLINE_S, Call, Reply, overload_wait
 from reconciler.client.effects import AsyncTrackedEffect, ReceiptReader, TrackedEffect
-from reconciler.schemas import (
+from reconciler.core.schemas import (
     ApprovalIn,
     AttemptIn,
     IntentIn,

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from reconciler.client.http import _settings
-from reconciler.errors import ReconcilerError
+from reconciler.core.errors import ReconcilerError
 
 #: Called with each server-sent event: {"event", "id", "data"}.
 OnEvent = Callable[[dict[str, Any]], None]

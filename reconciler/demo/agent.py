@@ -21,8 +21,8 @@ import httpx
 
 from probes.matching import dig
 from probes.recipes.jira import LABEL
-from reconciler.domain import Attempt, Carried, Effect, Intent, Match, Outcome
-from reconciler.hashing import canonical_json, derive_idempotency_key, request_hash
+from reconciler.core.domain import Attempt, Carried, Effect, Intent, Match, Outcome
+from reconciler.core.hashing import canonical_json, derive_idempotency_key, request_hash
 from reconciler.sandbox.credentials import SANDBOX_CREDENTIALS
 
 #: Where a body template takes the operation id, which is what the provider keeps for probes.

@@ -20,18 +20,18 @@ from pathlib import Path
 import httpx
 
 from probes.config import parse_config
+from reconciler.core.domain import Authority, Facts, Intent, Observation, Receipt, Verdict
+from reconciler.core.hashing import derive_idempotency_key
+from reconciler.core.schedule import SweepPolicy
 from reconciler.demo.agent import SHAPES, dispatch, plan_intent
 from reconciler.demo.scenarios import CREDENTIALS, SCENARIOS, Scenario, probe_config
-from reconciler.domain import Authority, Facts, Intent, Observation, Receipt, Verdict
-from reconciler.gate import RetryGate, RetryRequest
-from reconciler.hashing import derive_idempotency_key
 from reconciler.ledger import Judgement, Ledger
+from reconciler.ledger.gate import RetryGate, RetryRequest
+from reconciler.ledger.sweep import Sweeper
 from reconciler.sandbox import RunningSandbox, running_sandbox
-from reconciler.schedule import SweepPolicy
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
-from reconciler.sweep import Sweeper
 
 RUN_ID = "demo-run"
 #: Reconcile rounds per dispatch, and the real-time wait between them: enough to outlast the

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.core.domain import Verdict
 from reconciler.demo.agent import JIRA_EMAIL, JIRA_TOKEN, SHAPES
-from reconciler.domain import Verdict
 from reconciler.sandbox.credentials import SANDBOX_ENV
 from reconciler.sandbox.jira import account_id
 

@@ -32,9 +32,9 @@ from typing import Any, ParamSpec, TypeVar, overload
 from dbos import DBOS
 
 from reconciler.client.effects import Recorder
-from reconciler.domain import Effect
+from reconciler.core.domain import Effect
+from reconciler.core.errors import RetryRefusedError
 from reconciler.effect import Applied, Classifier, EffectSite, ReceiptReader
-from reconciler.errors import RetryRefusedError
 from reconciler.integrations.durable import engine_operation, ident
 
 P = ParamSpec("P")

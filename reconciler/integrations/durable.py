@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from reconciler.hashing import request_hash
-from reconciler.schemas import IDENT_PATTERN
+from reconciler.core.hashing import request_hash
+from reconciler.core.schemas import IDENT_PATTERN
 
 #: Room left in an operation id (200 characters at most) after the engine's prefix and the
 #: step's own part.

@@ -24,9 +24,9 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
+from reconciler.core.outcomes import answer_of
+from reconciler.core.schemas import MatchIn
 from reconciler.integrations.tool_calls import ToolEffects, ToolOutcome
-from reconciler.outcomes import answer_of
-from reconciler.schemas import MatchIn
 
 Result = ToolMessage | Command[Any]
 

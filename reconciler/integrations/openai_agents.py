@@ -27,9 +27,9 @@ from agents.tool import (
 )
 from agents.tool_context import ToolContext
 
-from reconciler.domain import Effect, Verdict
+from reconciler.core.domain import Effect, Verdict
+from reconciler.core.errors import ServiceError, UnknownOperationError
 from reconciler.effect import default_backend
-from reconciler.errors import ServiceError, UnknownOperationError
 from reconciler.integrations.tool_calls import ToolEffects, ToolOutcome, tool_operation
 
 

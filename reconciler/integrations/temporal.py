@@ -44,9 +44,9 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from reconciler import tracing
 from reconciler.client.effects import Recorder
-from reconciler.domain import Effect, Verdict
+from reconciler.core.domain import Effect, Verdict
+from reconciler.core.errors import RetryRefusedError
 from reconciler.effect import (
     NEXT_STEP,
     Applied,
@@ -56,7 +56,7 @@ from reconciler.effect import (
     ReceiptReader,
     refs_of,
 )
-from reconciler.errors import RetryRefusedError
+from reconciler.infra import tracing
 from reconciler.integrations.durable import engine_operation, ident
 from reconciler.integrations.tool_calls import _reconcile
 

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from reconciler.client.effects import Recorder
-from reconciler.domain import Effect, Outcome, Verdict
+from reconciler.core.domain import Effect, Outcome, Verdict
+from reconciler.core.errors import RetryRefusedError, ServiceError
+from reconciler.core.hashing import request_hash
 from reconciler.effect import (
     Applied,
     Classifier,
@@ -27,8 +29,6 @@ from reconciler.effect import (
     effect,
     refs_of,
 )
-from reconciler.errors import RetryRefusedError, ServiceError
-from reconciler.hashing import request_hash
 
 T = TypeVar("T")
 

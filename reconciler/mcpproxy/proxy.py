@@ -33,11 +33,11 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from reconciler.client.effects import Recorder
-from reconciler.domain import Effect, Outcome, Verdict
+from reconciler.core.domain import Effect, Outcome, Verdict
+from reconciler.core.outcomes import answer_of
+from reconciler.core.schemas import MatchIn
 from reconciler.effect import current_call
 from reconciler.integrations.tool_calls import ToolEffects, ToolOutcome
-from reconciler.outcomes import answer_of
-from reconciler.schemas import MatchIn
 
 #: Where a caller names the run its calls belong to, in a request's `_meta`. Without it, the
 #: proxy's own `scope` is the run (a stdio proxy serves one client): MCP requests need not

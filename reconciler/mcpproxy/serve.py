@@ -33,10 +33,10 @@ from probes.errors import ProbeConfigError
 from probes.mcp_read import passed_environment
 from reconciler.client import ReconcilerClient
 from reconciler.client.effects import Recorder
-from reconciler.effect_backends import EmbeddedBackend
-from reconciler.errors import ReconcilerError
+from reconciler.core.errors import ReconcilerError
+from reconciler.effect.backends import EmbeddedBackend
+from reconciler.mcpproxy.options import read_proxy_table
 from reconciler.mcpproxy.proxy import ProxySettings, ReconcilingProxy
-from reconciler.proxy_options import read_proxy_table
 from reconciler.service.settings import read_config
 
 

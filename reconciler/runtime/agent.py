@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from reconciler.errors import AgentLoadError
+from reconciler.core.errors import AgentLoadError
 from reconciler.runtime.guards import RunConfig
 from reconciler.runtime.model_choice import model_from_environment
 from reconciler.runtime.models import Model

@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 
-from reconciler.errors import ReconcilerError
-from reconciler.runs.messages import (
+from reconciler.core.errors import ReconcilerError
+from reconciler.core.runs.messages import (
     Delta,
     ModelRequest,
     ModelResponse,

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.errors import ContinuationError
-from reconciler.runs.events import RunView
+from reconciler.core.errors import ContinuationError
+from reconciler.core.runs.events import RunView
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from reconciler.runs.messages import Usage
+from reconciler.core.runs.messages import Usage
 
 FINAL_NOTICE = (
     "This is your last turn: tools are no longer available. Give your best final answer now, "

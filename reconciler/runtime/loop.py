@@ -20,13 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.domain import Approval, Effect, Resolution, Verdict
-from reconciler.errors import ApprovalError, DecisionNotAllowedError, RunConflictError
-from reconciler.gate import RetryGate
-from reconciler.ledger import Ledger
-from reconciler.ports import Journal, OperationSummary
-from reconciler.runs.events import CallView, EventKind, PendingApproval, RunView
-from reconciler.runs.messages import (
+from reconciler.core.domain import Approval, Effect, Resolution, Verdict
+from reconciler.core.errors import ApprovalError, DecisionNotAllowedError, RunConflictError
+from reconciler.core.ports import Journal, OperationSummary
+from reconciler.core.runs.events import CallView, EventKind, PendingApproval, RunView
+from reconciler.core.runs.messages import (
     Delta,
     ModelRequest,
     TextBlock,
@@ -34,7 +32,9 @@ from reconciler.runs.messages import (
     message_to_json,
     usage_to_json,
 )
-from reconciler.runs.states import RunState
+from reconciler.core.runs.states import RunState
+from reconciler.ledger import Ledger
+from reconciler.ledger.gate import RetryGate
 from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable, settle
 from reconciler.runtime.continuation import (
     ContinueRequest,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from reconciler.errors import AgentLoadError, ReconcilerError
+from reconciler.core.errors import AgentLoadError, ReconcilerError
 from reconciler.runtime import anthropic
 from reconciler.runtime.anthropic import AnthropicModel
 from reconciler.runtime.models import Model

@@ -28,7 +28,7 @@ import httpx
 from httpx_sse import ServerSentEvent, aconnect_sse
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from reconciler.runs.messages import Delta, ModelResponse, ModelWireError
+from reconciler.core.runs.messages import Delta, ModelResponse, ModelWireError
 from reconciler.runtime.models import DeltaSink, ModelCallError
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """What the run loop knows of a model: one `complete` call, how it fails for good, and for a
 model that streams, the deltas of its answer as they arrive.
 
-The conversation it is given and answers with is plain data (`reconciler.runs.messages`).
+The conversation it is given and answers with is plain data (`reconciler.core.runs.messages`).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from reconciler.errors import ReconcilerError
-from reconciler.runs.messages import Delta, ModelRequest, ModelResponse
+from reconciler.core.errors import ReconcilerError
+from reconciler.core.runs.messages import Delta, ModelRequest, ModelResponse
 
 
 class ModelCallError(ReconcilerError):

@@ -33,8 +33,8 @@ from typing import Any, Literal
 
 import httpx
 
-from reconciler.errors import ReconcilerError
-from reconciler.runs.messages import ModelRequest, ModelResponse
+from reconciler.core.errors import ReconcilerError
+from reconciler.core.runs.messages import ModelRequest, ModelResponse
 from reconciler.runtime.model_http import HttpModel, ProviderHttp, StreamDecoder
 from reconciler.runtime.models import DeltaSink, StreamingModel
 from reconciler.runtime.openai_chat import ChatStream, chat_body, chat_response

@@ -14,7 +14,7 @@ from typing import Any
 
 from httpx_sse import ServerSentEvent
 
-from reconciler.runs.messages import (
+from reconciler.core.runs.messages import (
     Block,
     Delta,
     Message,

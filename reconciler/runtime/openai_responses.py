@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reconciler.runs.messages import (
+from reconciler.core.runs.messages import (
     Block,
     Delta,
     ModelRequest,

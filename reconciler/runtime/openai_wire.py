@@ -14,7 +14,7 @@ import json
 import logging
 from typing import Any
 
-from reconciler.runs.messages import ModelWireError, ToolResultBlock, Usage
+from reconciler.core.runs.messages import ModelWireError, ToolResultBlock, Usage
 
 log = logging.getLogger(__name__)
 

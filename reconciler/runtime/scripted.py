@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from reconciler.runs.messages import (
+from reconciler.core.runs.messages import (
     Block,
     ModelRequest,
     ModelResponse,

@@ -25,8 +25,8 @@ import contextlib
 import logging
 from datetime import timedelta
 
-from reconciler.errors import RunConflictError
-from reconciler.metrics import SUPERVISED_RUNS, SUPERVISOR_TICKS
+from reconciler.core.errors import RunConflictError
+from reconciler.infra.metrics import SUPERVISED_RUNS, SUPERVISOR_TICKS
 from reconciler.runtime.loop import AgentRuntime
 
 log = logging.getLogger(__name__)

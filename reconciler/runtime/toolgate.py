@@ -27,19 +27,19 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
-from reconciler.domain import Attempt, Effect, Intent, Outcome, Verdict
-from reconciler.errors import RetryNotGrantedError, RunConflictError
-from reconciler.gate import RetryGate, RetryRequest
-from reconciler.hashing import request_hash
+from reconciler.core.domain import Attempt, Effect, Intent, Outcome, Verdict
+from reconciler.core.errors import RetryNotGrantedError, RunConflictError
+from reconciler.core.hashing import request_hash
+from reconciler.core.outcomes import outcome_of
+from reconciler.core.ports import Journal
+from reconciler.core.runs.events import CallView, EventKind, RunView
+from reconciler.core.runs.messages import ToolUseBlock
+from reconciler.core.verdicts import applied_refs
 from reconciler.ledger import Judgement, Ledger
-from reconciler.outcomes import outcome_of
-from reconciler.ports import Journal
-from reconciler.runs.events import CallView, EventKind, RunView
-from reconciler.runs.messages import ToolUseBlock
+from reconciler.ledger.gate import RetryGate, RetryRequest
 from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable
 from reconciler.runtime.guards import RunConfig
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput, call_key, operation_id
-from reconciler.verdicts import applied_refs
 
 #: Probe an operation once, now (`Sweeper.reconcile`); None when another sweeper holds it.
 Reconcile = Callable[[str], Judgement | None]

@@ -12,9 +12,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.domain import Carried, Effect, Match, Outcome
-from reconciler.hashing import canonical_json, derive_idempotency_key, request_hash
-from reconciler.runs.messages import ToolSpec
+from reconciler.core.domain import Carried, Effect, Match, Outcome
+from reconciler.core.hashing import canonical_json, derive_idempotency_key, request_hash
+from reconciler.core.runs.messages import ToolSpec
 from reconciler.runtime.cancel import CancelSignal
 
 

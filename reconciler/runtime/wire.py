@@ -22,12 +22,12 @@ from pydantic import (
     model_validator,
 )
 
-from reconciler.ports import OperationSummary
-from reconciler.runs.events import CallView, EventKind, RunEvent, RunView
-from reconciler.runs.messages import usage_to_json
-from reconciler.runs.states import RunState
+from reconciler.core.ports import OperationSummary
+from reconciler.core.runs.events import CallView, EventKind, RunEvent, RunView
+from reconciler.core.runs.messages import usage_to_json
+from reconciler.core.runs.states import RunState
+from reconciler.core.schemas import Name, Note, Storable
 from reconciler.runtime.guards import RunConfig
-from reconciler.schemas import Name, Note, Storable
 
 #: The caller's wait for an answer, at most: a run goes on past it only by the step under way.
 DEFAULT_DEADLINE_S = 25.0

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import uvicorn
 
+from reconciler.infra.serving import bind, in_thread
 from reconciler.sandbox.app import create_app
 from reconciler.sandbox.state import SandboxState
-from reconciler.serving import bind, in_thread
 
 DEFAULT_PORT = 8081
 

@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, urlencode
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
-from reconciler.hashing import request_hash
+from reconciler.core.hashing import request_hash
 from reconciler.sandbox.faults import Faults, perform_write, requested_faults
 from reconciler.sandbox.shapes import twilio_error
 from reconciler.sandbox.state import JSONObject

@@ -9,8 +9,8 @@ from urllib.parse import parse_qsl
 
 from fastapi import Depends, Request
 
-from reconciler.errors import HashInputError
-from reconciler.hashing import request_hash
+from reconciler.core.errors import HashInputError
+from reconciler.core.hashing import request_hash
 from reconciler.sandbox.faults import Faults, is_read, read_faults
 from reconciler.sandbox.shapes import ProviderError, provider_root, rate_limited
 from reconciler.sandbox.state import JSONObject, SandboxState

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from reconciler import tracing
+from reconciler.infra import tracing
+from reconciler.infra.release import release
 from reconciler.ledger import Ledger
-from reconciler.release import release
+from reconciler.ledger.sweep import ProbeLookup
 from reconciler.runtime.agent import Agent, load_agent
 from reconciler.service import health, operations, run_list, runs, webhooks
 from reconciler.service.admission import Admission, HotQueue
@@ -26,7 +27,6 @@ from reconciler.service.settings import Settings
 from reconciler.service.trace_context import TraceContext
 from reconciler.service.ui.routes import install_console
 from reconciler.service.wiring import build_wiring, lifespan
-from reconciler.sweep import ProbeLookup
 
 
 def create_app(settings: Settings, *, ledger: Ledger | None = None,

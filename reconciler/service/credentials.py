@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from reconciler.errors import ReconcilerError
+from reconciler.core.errors import ReconcilerError
 
 CREDENTIAL_ENV_PREFIX = "RECONCILER_CREDENTIAL_"
 #: A token shorter than this is refused at start: it could be guessed, or be a placeholder.

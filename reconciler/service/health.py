@@ -9,9 +9,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from reconciler.errors import StoreUnavailableError
-from reconciler.metrics import RECONCILE_LAG
-from reconciler.ports import Journal, Store
+from reconciler.core.errors import StoreUnavailableError
+from reconciler.core.ports import Journal, Store
+from reconciler.infra.metrics import RECONCILE_LAG
 from reconciler.service.metering import measure_waiting, reconcile_lag_s
 from reconciler.service.problems import STORE_UNAVAILABLE, ProblemError, problem_responses
 from reconciler.service.wiring import Wired

@@ -13,7 +13,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reconciler.metrics import HTTP_DURATION, HTTP_REQUESTS
+from reconciler.infra.metrics import HTTP_DURATION, HTTP_REQUESTS
 
 UNMATCHED = "<unmatched>"
 

@@ -1,6 +1,6 @@
 """Store latency, reconcile lag, agent runs' steps and what waits on a human: the metrics the
 service measures itself. (Probe calls and escalations are counted where they happen, in
-reconciler.sweep; verdict transitions where the ledger reports them, service.wiring.)
+reconciler.ledger.sweep; verdict transitions where the ledger reports them, service.wiring.)
 
 Wrapping the store's and the leases' methods in one place times every call, whoever makes it
 (routes, the retry gate, the sweeper), without touching their code.
@@ -14,8 +14,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
-from reconciler.attention import Reason
-from reconciler.metrics import (
+from reconciler.core.attention import Reason
+from reconciler.core.ports import Journal, Leases, Store
+from reconciler.core.runs.events import EventKind
+from reconciler.core.runs.states import RunState
+from reconciler.infra.metrics import (
     RUN_BUDGET_STOPS,
     RUN_TOOL_CALLS,
     RUN_TURNS,
@@ -24,9 +27,6 @@ from reconciler.metrics import (
     WAITING,
     WAITING_AGE,
 )
-from reconciler.ports import Journal, Leases, Store
-from reconciler.runs.events import EventKind
-from reconciler.runs.states import RunState
 
 T = TypeVar("T")
 

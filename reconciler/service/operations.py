@@ -23,7 +23,7 @@ from typing import Annotated, TypeVar
 from fastapi import APIRouter, Path, Query, Request, Response
 from starlette.convertors import Convertor, register_url_convertor
 
-from reconciler.domain import (
+from reconciler.core.domain import (
     Approval,
     Attempt,
     Compensation,
@@ -34,11 +34,8 @@ from reconciler.domain import (
     Resolution,
     Verdict,
 )
-from reconciler.errors import IntentConflictError, RetryNotGrantedError
-from reconciler.gate import GateResult, RetryRequest
-from reconciler.ledger import Recorded
-from reconciler.metrics import ATTEMPTS, INTENTS, RETRY_DECISIONS
-from reconciler.schemas import (
+from reconciler.core.errors import IntentConflictError, RetryNotGrantedError
+from reconciler.core.schemas import (
     IDENT_PATTERN,
     ApprovalIn,
     AttemptIn,
@@ -54,6 +51,9 @@ from reconciler.schemas import (
     RetryIn,
     RetryOut,
 )
+from reconciler.infra.metrics import ATTEMPTS, INTENTS, RETRY_DECISIONS
+from reconciler.ledger import Recorded
+from reconciler.ledger.gate import GateResult, RetryRequest
 from reconciler.service.auth import EvidenceGiver, Operator, Reader, Worker
 from reconciler.service.hot_routes import HotRoute
 from reconciler.service.problems import (
@@ -266,7 +266,8 @@ def record_approval(operation_id: OperationId, body: ApprovalIn, wiring: Wired,
         operation_id, wiring.ledger.clock(), caller.actor(body.actor), body.note)))
 
 
-#: A compensation is recorded only against a duplicate's effects (reconciler.domain.Compensation).
+#: A compensation is recorded only against a duplicate's effects
+#: (reconciler.core.domain.Compensation).
 NOT_A_DUPLICATE = ProblemType("not-a-duplicate", 409, "Only a duplicate effect is compensated")
 
 

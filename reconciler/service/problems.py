@@ -24,14 +24,14 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reconciler.errors import (
+from reconciler.core.errors import (
     FactTimeError,
     IntentConflictError,
     ReconcilerError,
     StoreUnavailableError,
     UnknownOperationError,
 )
-from reconciler.schemas import Problem
+from reconciler.core.schemas import Problem
 
 log = logging.getLogger(__name__)
 

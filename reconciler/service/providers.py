@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 import threading
 
-from reconciler.domain import Verdict
-from reconciler.errors import StoreUnavailableError
-from reconciler.metrics import UNKNOWN_PROVIDER_INTENTS
-from reconciler.ports import Store
+from reconciler.core.domain import Verdict
+from reconciler.core.errors import StoreUnavailableError
+from reconciler.core.ports import Store
+from reconciler.infra.metrics import UNKNOWN_PROVIDER_INTENTS
 
 log = logging.getLogger(__name__)
 

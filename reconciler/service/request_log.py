@@ -6,7 +6,7 @@
 
 The id is the caller's `X-Request-Id` when it is a sane one (short, no spaces or controls: it
 goes into logs), else a new one; either way it is echoed in the answer's `X-Request-Id`, and
-every line logged while the request is served carries it (`reconciler.logs.REQUEST_ID`), the
+every line logged while the request is served carries it (`reconciler.infra.logs.REQUEST_ID`), the
 safety net's traceback included. The query string is logged with the value of any parameter
 whose name says token, key, secret, password, signature or code masked; the path has no
 secrets (ids and names only).
@@ -25,7 +25,7 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reconciler.logs import REQUEST_ID, masked_query
+from reconciler.infra.logs import REQUEST_ID, masked_query
 
 log = logging.getLogger("reconciler.access")
 

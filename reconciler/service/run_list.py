@@ -12,10 +12,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from reconciler.ports import RunSummary
-from reconciler.runs.states import RunState
+from reconciler.core.ports import RunSummary
+from reconciler.core.runs.states import RunState
+from reconciler.core.schemas import Storable
 from reconciler.runtime.wire import RUN_ID_MAX
-from reconciler.schemas import Storable
 from reconciler.service.auth import Reader
 from reconciler.service.problems import problem_responses
 from reconciler.service.wiring import Wired

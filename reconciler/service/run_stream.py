@@ -23,10 +23,10 @@ from typing import Any
 
 from starlette.responses import StreamingResponse
 
-from reconciler.errors import RunConflictError, RunError
-from reconciler.ports import Journal
-from reconciler.runs.events import RunEvent, RunView
-from reconciler.runs.states import RunState
+from reconciler.core.errors import RunConflictError, RunError
+from reconciler.core.ports import Journal
+from reconciler.core.runs.events import RunEvent, RunView
+from reconciler.core.runs.states import RunState
 from reconciler.runtime.wire import RunEventOut
 
 MEDIA_TYPE = "text/event-stream"

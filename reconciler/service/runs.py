@@ -28,7 +28,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from reconciler.errors import (
+from reconciler.core.errors import (
     ApprovalError,
     ContinuationError,
     DecisionNotAllowedError,
@@ -38,8 +38,8 @@ from reconciler.errors import (
     RunKeyError,
     UnknownRunError,
 )
-from reconciler.runs.events import RunView
-from reconciler.runs.states import RunState
+from reconciler.core.runs.events import RunView
+from reconciler.core.runs.states import RunState
 from reconciler.runtime.agent import Agent
 from reconciler.runtime.continuation import (
     check_response,

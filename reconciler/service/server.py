@@ -32,11 +32,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from uvicorn.config import LOGGING_CONFIG
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from reconciler.errors import ReconcilerError
-from reconciler.logs import configure
+from reconciler.core.errors import ReconcilerError
+from reconciler.infra.logs import configure
+from reconciler.infra.serving import base_url, bind
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings, load_settings, render_settings
-from reconciler.serving import base_url, bind
 
 #: Exit status when the configuration or the store stops the service from starting.
 EXIT_CANNOT_START = 2
@@ -78,7 +78,7 @@ def uvicorn_config(app: FastAPI, settings: Settings, *, log_level: str = "info",
     """uvicorn's configuration for the service: h11 with the header bound and the head
     deadline, TLS when configured. (Options as documented at uvicorn.org/settings.) Without
     `own_logging` uvicorn installs no handlers of its own (log_config=None): its lines go to
-    the root logger, in the format `reconciler.logs` set. uvicorn's access line is off: the
+    the root logger, in the format `reconciler.infra.logs` set. uvicorn's access line is off: the
     app logs its own (service.request_log), with the request's fields and id."""
     return uvicorn.Config(
         app, lifespan="on", log_level=log_level,

@@ -30,9 +30,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from probes.config import ProviderSetup, parse_config
-from reconciler.errors import ReconcilerError, StoreUrlError
-from reconciler.logs import LogFormat, LogLevel
-from reconciler.schedule import DEFAULT_POLICY
+from reconciler.core.errors import ReconcilerError, StoreUrlError
+from reconciler.core.schedule import DEFAULT_POLICY
+from reconciler.infra.logs import LogFormat, LogLevel
 from reconciler.service.credentials import (
     Credential,
     CredentialError,

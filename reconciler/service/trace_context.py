@@ -1,10 +1,10 @@
 """The sidecar's side of the worker's trace: each call that records or decides something about
 an operation is a server span, a child of the span the worker sent it from (W3C
-`traceparent`, injected by the Python client: reconciler.tracing.traced), named as the
+`traceparent`, injected by the Python client: reconciler.infra.tracing.traced), named as the
 worker's client span is (reconciler.intent, .attempt, .evidence, .retry_check, .reconcile) and
 attributed with the verdict it answered. The probe reads and verdict changes it causes are its
-children (reconciler.sweep, reconciler.service.wiring). Off unless the `OTEL_*` variables
-name an exporter (reconciler.tracing.configure_from_env).
+children (reconciler.ledger.sweep, reconciler.service.wiring). Off unless the `OTEL_*` variables
+name an exporter (reconciler.infra.tracing.configure_from_env).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from urllib.parse import unquote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reconciler import tracing
+from reconciler.infra import tracing
 
 #: POST route -> span name; the operation id is the path's part after /v1/operations/.
 _ROUTES = {

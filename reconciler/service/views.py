@@ -1,8 +1,9 @@
-"""Domain facts and decisions rendered in the wire format of reconciler.schemas. Nothing else."""
+"""Domain facts and decisions rendered in the wire format of reconciler.core.schemas. Nothing
+else."""
 
 from __future__ import annotations
 
-from reconciler.domain import (
+from reconciler.core.domain import (
     Approval,
     Attempt,
     Authority,
@@ -16,10 +17,8 @@ from reconciler.domain import (
     Resolution,
     Verdict,
 )
-from reconciler.gate import GateAnswer
-from reconciler.ledger import Judgement
-from reconciler.ports import OperationSummary
-from reconciler.schemas import (
+from reconciler.core.ports import OperationSummary
+from reconciler.core.schemas import (
     AttemptOut,
     EvidenceOut,
     IntentOut,
@@ -28,6 +27,8 @@ from reconciler.schemas import (
     OperationSummaryOut,
     RetryOut,
 )
+from reconciler.ledger import Judgement
+from reconciler.ledger.gate import GateAnswer
 
 
 def _match(match: Match) -> MatchOut:

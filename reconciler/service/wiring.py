@@ -17,16 +17,17 @@ from fastapi import Depends, FastAPI, Request
 from sqlalchemy.exc import SQLAlchemyError
 
 from probes.base import Probe
-from reconciler import tracing
-from reconciler.errors import StoreUnavailableError
-from reconciler.gate import RetryGate
+from reconciler.core.errors import StoreUnavailableError
+from reconciler.core.ports import Leases, Store
+from reconciler.core.schedule import SweepPolicy
+from reconciler.core.schemas import OperationOut
+from reconciler.infra import tracing
+from reconciler.infra.metrics import VERDICTS
 from reconciler.ledger import Judgement, Ledger
-from reconciler.metrics import VERDICTS
-from reconciler.ports import Leases, Store
-from reconciler.prune import Retention
+from reconciler.ledger.gate import RetryGate
+from reconciler.ledger.prune import Retention
+from reconciler.ledger.sweep import ProbeLookup, Sweeper, sweep_periodically
 from reconciler.runtime.supervisor import Supervisor
-from reconciler.schedule import SweepPolicy
-from reconciler.schemas import OperationOut
 from reconciler.service.loop_calls import call_in_greenlet
 from reconciler.service.metering import timed_calls
 from reconciler.service.providers import ProviderNames
@@ -34,7 +35,6 @@ from reconciler.service.settings import Settings, load_providers
 from reconciler.service.views import operation_out
 from reconciler.store.schema import leases_of, open_store
 from reconciler.store.sql import SqlStore
-from reconciler.sweep import ProbeLookup, Sweeper, sweep_periodically
 
 log = logging.getLogger(__name__)
 

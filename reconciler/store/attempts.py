@@ -27,8 +27,8 @@ import sqlalchemy
 from sqlalchemy import Connection, Table, bindparam, insert, or_, update
 from sqlalchemy.exc import IntegrityError
 
-from reconciler.domain import Attempt, Outcome, Verdict
-from reconciler.errors import UnknownOperationError
+from reconciler.core.domain import Attempt, Outcome, Verdict
+from reconciler.core.errors import UnknownOperationError
 from reconciler.store import decisions, folds, reports, rows
 from reconciler.store.commits import Step
 from reconciler.store.driver import DriverStatements

@@ -68,7 +68,7 @@ from sqlalchemy import Connection, Engine, Executable, event
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.util.concurrency import await_, in_greenlet
 
-from reconciler.errors import StoreUnavailableError
+from reconciler.core.errors import StoreUnavailableError
 from reconciler.store.driver import DriverStatements
 
 #: One step of a write: a statement and its parameters, or a function that runs its own

@@ -24,9 +24,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, select, update
 
-from reconciler.domain import Attempt, Evidence, Facts, ProviderContract
-from reconciler.errors import UnknownOperationError
-from reconciler.ports import Decided, Rule
+from reconciler.core.domain import Attempt, Evidence, Facts, ProviderContract
+from reconciler.core.errors import UnknownOperationError
+from reconciler.core.ports import Decided, Rule
 from reconciler.store import folds, rows
 from reconciler.store.driver import DriverStatements
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, StateRow

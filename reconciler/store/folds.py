@@ -36,11 +36,11 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, select, update
 
-from reconciler.domain import Attempt, Facts, Intent, Outcome, Snapshot
+from reconciler.core.domain import Attempt, Facts, Intent, Outcome, Snapshot
+from reconciler.core.summary import Summary, summarize
 from reconciler.store import rows
 from reconciler.store.driver import DriverStatements
 from reconciler.store.tables import AttemptRow, EvidenceRow, StateRow
-from reconciler.summary import Summary, summarize
 
 _STATE: Table = StateRow.__table__  # type: ignore[attr-defined]
 _ATTEMPT: Table = AttemptRow.__table__  # type: ignore[attr-defined]

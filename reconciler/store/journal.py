@@ -20,11 +20,11 @@ from sqlalchemy import ColumnElement, and_, exists, false, func, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
-from reconciler.domain import Verdict
-from reconciler.errors import RunConflictError, UnknownRunError
-from reconciler.ports import RunSummary
-from reconciler.runs.events import EventKind, RunEvent, RunView, apply, project
-from reconciler.runs.states import RunState
+from reconciler.core.domain import Verdict
+from reconciler.core.errors import RunConflictError, UnknownRunError
+from reconciler.core.ports import RunSummary
+from reconciler.core.runs.events import EventKind, RunEvent, RunView, apply, project
+from reconciler.core.runs.states import RunState
 from reconciler.store.sealing import Sealer
 from reconciler.store.sql import SqlStore
 from reconciler.store.tables import IntentRow, RunEventRow, RunRow, StateRow, ToolResultRow

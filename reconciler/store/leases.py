@@ -24,10 +24,10 @@ import sqlalchemy
 from sqlalchemy import ColumnElement, Connection, Table, bindparam, case, func, or_, update
 from sqlmodel import col, select
 
-from reconciler.domain import Attempt, Intent, Outcome
-from reconciler.errors import RetryNotGrantedError
-from reconciler.grants import Lease, moves_grant, opening_allowed
-from reconciler.ports import Conclusion, Decided, Grantable, Round, RoundRule, Rule
+from reconciler.core.domain import Attempt, Intent, Outcome
+from reconciler.core.errors import RetryNotGrantedError
+from reconciler.core.grants import Lease, moves_grant, opening_allowed
+from reconciler.core.ports import Conclusion, Decided, Grantable, Round, RoundRule, Rule
 from reconciler.store import decisions, rows
 from reconciler.store.attempts import ATTEMPT_NUMBERED
 from reconciler.store.decisions import Deciding, decide_in

@@ -1,6 +1,6 @@
 """What people list and count: operations page by page, what waits on a human, the providers.
 
-The attention filters are the very rules of reconciler.attention, as SQL conditions on the
+The attention filters are the very rules of reconciler.core.attention, as SQL conditions on the
 state row, so that a list, its counts and each item's reason always agree.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from sqlalchemy import ColumnElement, and_, case, func, not_, or_
 from sqlmodel import Session, col, select
 
-from reconciler.attention import MUST_ACT, RULES, Reason, reason_of
-from reconciler.ports import OperationSummary, Waiting
+from reconciler.core.attention import MUST_ACT, RULES, Reason, reason_of
+from reconciler.core.ports import OperationSummary, Waiting
 from reconciler.store.tables import IntentRow, StateRow
 
 

@@ -5,11 +5,11 @@ suite (tests/test_store_contract.py). Replay and unit tests use it: no migration
 Nothing survives the process, so a sidecar never serves from it. Thread-safe: one lock, held
 for each call as a transaction would be.
 
-Each operation keeps the summary of its facts (reconciler.summary) folded as they are recorded,
+Each operation keeps the summary of its facts (reconciler.core.summary) folded as they are recorded,
 so that deciding after a new fact costs the same whatever the operation's history (replay
 decides after every line). Only a retry of a non_idempotent action out of order refolds the
 history: what was known before a retry is the evidence dated before it, wherever it was
-recorded (reconciler.summary).
+recorded (reconciler.core.summary).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from reconciler.attention import must_act, reason_of
-from reconciler.domain import (
+from reconciler.core.attention import must_act, reason_of
+from reconciler.core.domain import (
     Attempt,
     Decision,
     Evidence,
@@ -33,13 +33,13 @@ from reconciler.domain import (
     Snapshot,
     Verdict,
 )
-from reconciler.errors import (
+from reconciler.core.errors import (
     IntentConflictError,
     RetryNotGrantedError,
     UnknownOperationError,
 )
-from reconciler.grants import Lease, moves_grant, opening_allowed
-from reconciler.ports import (
+from reconciler.core.grants import Lease, moves_grant, opening_allowed
+from reconciler.core.ports import (
     ERROR_CHARS,
     FIRST_DECISION,
     Conclusion,
@@ -53,9 +53,9 @@ from reconciler.ports import (
     Rule,
     Waiting,
 )
-from reconciler.retention import SETTLED
+from reconciler.core.retention import SETTLED
+from reconciler.core.summary import Summary, summarize
 from reconciler.store import reports
-from reconciler.summary import Summary, summarize
 
 
 @dataclass(slots=True)

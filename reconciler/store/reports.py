@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from reconciler.domain import Attempt, completes
+from reconciler.core.domain import Attempt, completes
 
 
 def as_reported(kept: Sequence[Attempt], report: Attempt) -> Attempt:

@@ -18,14 +18,14 @@ import sqlalchemy
 from sqlalchemy import Row, Table, bindparam, update
 from sqlmodel import Session
 
-from reconciler.domain import Facts, Snapshot
-from reconciler.ports import Conclusion, Round, RoundRule, Scheduled
+from reconciler.core.domain import Facts, Snapshot
+from reconciler.core.ports import Conclusion, Round, RoundRule, Scheduled
+from reconciler.core.summary import summarize
 from reconciler.store import rows
 from reconciler.store.decisions import recorded
 from reconciler.store.driver import DriverStatements
 from reconciler.store.sql import INSERT_EVIDENCE, SqlStore
 from reconciler.store.tables import StateRow
-from reconciler.summary import summarize
 
 _STATE: Table = StateRow.__table__  # type: ignore[attr-defined]
 # Statements built once (their compiled forms are cached), for the operations "ids".

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Row
 
-from reconciler.domain import (
+from reconciler.core.domain import (
     Approval,
     Attempt,
     Authority,
@@ -27,7 +27,7 @@ from reconciler.domain import (
     Resolution,
     Verdict,
 )
-from reconciler.ports import ERROR_CHARS
+from reconciler.core.ports import ERROR_CHARS
 from reconciler.store.tables import AttemptRow, EvidenceRow, IntentRow, ProviderRow
 
 

@@ -17,8 +17,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
 from sqlalchemy.pool import StaticPool
 
-from reconciler.errors import StoreUnavailableError, StoreUrlError
-from reconciler.ports import Journal, Leases, Store
+from reconciler.core.errors import StoreUnavailableError, StoreUrlError
+from reconciler.core.ports import Journal, Leases, Store
 from reconciler.store.journal import SqlJournal
 from reconciler.store.leases import SqlLeases
 from reconciler.store.memory import MemoryStore

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
-from reconciler.errors import RunKeyError
+from reconciler.core.errors import RunKeyError
 
 KEY_ENV = "RECONCILER_RUN_KEY"
 

@@ -13,9 +13,16 @@ from sqlalchemy import Connection, Engine, Insert, Table, bindparam, delete, ins
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
-from reconciler.domain import Attempt, Evidence, Facts, Intent, IntentConflict, ProviderContract
-from reconciler.errors import IntentConflictError, StoreUnavailableError
-from reconciler.ports import (
+from reconciler.core.domain import (
+    Attempt,
+    Evidence,
+    Facts,
+    Intent,
+    IntentConflict,
+    ProviderContract,
+)
+from reconciler.core.errors import IntentConflictError, StoreUnavailableError
+from reconciler.core.ports import (
     FIRST_DECISION,
     Decided,
     Delivery,
@@ -24,7 +31,7 @@ from reconciler.ports import (
     Rule,
     Waiting,
 )
-from reconciler.retention import SETTLED
+from reconciler.core.retention import SETTLED
 from reconciler.store import attempts, decisions, folds, listing, rows
 from reconciler.store.commits import GroupCommitter, Write
 from reconciler.store.decisions import Deciding, decide_in

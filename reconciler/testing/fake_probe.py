@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import TypeAlias
 
 from probes.base import ProbeTarget
-from reconciler.domain import Observation, Receipt
-from reconciler.sight import Sight
+from reconciler.core.domain import Observation, Receipt
+from reconciler.core.sight import Sight
 
 #: One scripted answer: evidence to return, or an exception to raise (a probe breaking its
 #: contract, which the reconciler must turn into evidence of nothing).

@@ -1,4 +1,4 @@
-/** Every error the client raises on purpose, as `reconciler/errors.py` names them. */
+/** Every error the client raises on purpose, as `reconciler/core/errors.py` names them. */
 
 /** An RFC 9457 problem document, as the sidecar answers errors. */
 export interface Problem {

@@ -1,6 +1,6 @@
 /**
  * Request fingerprints and derived identities (SPEC section 2, canonical hashing), byte for byte
- * what `reconciler.hashing` computes in Python: test/vectors/hashing.json holds the cases both
+ * what `reconciler.core.hashing` computes in Python: test/vectors/hashing.json holds the cases both
  * the npm tests and tests/test_hashing_vectors.py check.
  *
  * request_hash = "sha256:" + hex(sha256(JCS(params))), JCS being RFC 8785

@@ -1,6 +1,6 @@
 /**
  * What a call's result or error says about its attempt, for any client library: the twin of
- * `reconciler/outcomes.py`. Errors are read by shape (their `code`, `name`, class names along
+ * `reconciler/core/outcomes.py`. Errors are read by shape (their `code`, `name`, class names along
  * the prototype chain, `status`), so none of the libraries is imported:
  *
  *   not_sent          the connection was never made: nothing reached the provider

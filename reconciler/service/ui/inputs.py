@@ -1,4 +1,4 @@
-"""The console's forms and query parameters, held to the API's own limits (reconciler.schemas):
+"""The console's forms and query parameters, held to the API's own limits (reconciler.core.schemas):
 an id as the API's path takes it, a note of at most 2,000 characters, no NUL character and no
 lone surrogate in any text (PostgreSQL refuses the first, UTF-8 cannot encode the second), list
 filters as the API's list queries take them. What breaks a limit is refused before the store
@@ -11,8 +11,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from reconciler.core.schemas import Ident, Key, Note
 from reconciler.runtime.wire import RunId, Token
-from reconciler.schemas import Ident, Key, Note
 
 M = TypeVar("M", bound=BaseModel)
 

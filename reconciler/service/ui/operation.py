@@ -18,7 +18,7 @@ from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 
 from probes.base import Probe, sight_of
-from reconciler.domain import (
+from reconciler.core.domain import (
     Approval,
     Compensation,
     Decision,
@@ -27,7 +27,10 @@ from reconciler.domain import (
     Resolution,
     Verdict,
 )
-from reconciler.errors import ReconcilerError
+from reconciler.core.errors import ReconcilerError
+from reconciler.core.sight import Blind, blind_to
+from reconciler.core.summary import summarize
+from reconciler.core.verdicts import NextAction
 from reconciler.service.ui.inputs import OperationForm, OperationPage
 from reconciler.service.ui.pages import (
     checked_form,
@@ -40,9 +43,6 @@ from reconciler.service.ui.pages import (
 )
 from reconciler.service.ui.timeline import timeline_svg
 from reconciler.service.views import operation_out
-from reconciler.sight import Blind, blind_to
-from reconciler.summary import summarize
-from reconciler.verdicts import NextAction
 
 router = console_router()
 

@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel
 
-from reconciler.ports import Journal
+from reconciler.core.ports import Journal
 from reconciler.service.ui.access import Session, access_of, csrf_ok
 from reconciler.service.ui.inputs import refused
 from reconciler.service.ui.queue import age

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from reconciler.attention import EXPLAINED, Reason
-from reconciler.ports import Journal, Store
-from reconciler.runs.states import RunState
+from reconciler.core.attention import EXPLAINED, Reason
+from reconciler.core.ports import Journal, Store
+from reconciler.core.runs.states import RunState
 from reconciler.runtime.loop import BEFORE_DISPATCH
 
 #: At most this many of each kind are read for one page of the queue.

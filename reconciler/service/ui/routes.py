@@ -13,9 +13,9 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from reconciler.domain import Verdict
-from reconciler.runs.states import RunState
-from reconciler.schemas import OperationQueryIn
+from reconciler.core.domain import Verdict
+from reconciler.core.runs.states import RunState
+from reconciler.core.schemas import OperationQueryIn
 from reconciler.service.credentials import Keyring
 from reconciler.service.run_list import RunQueryIn
 from reconciler.service.ui import operation, run

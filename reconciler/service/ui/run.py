@@ -17,8 +17,8 @@ from contextlib import suppress
 from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 
-from reconciler.errors import ReconcilerError, RunConflictError
-from reconciler.runs.events import RunView
+from reconciler.core.errors import ReconcilerError, RunConflictError
+from reconciler.core.runs.events import RunView
 from reconciler.runtime.loop import BEFORE_DISPATCH, decisions_for
 from reconciler.service.ui.inputs import RunForm, RunPage
 from reconciler.service.ui.pages import (

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from html import escape
 
-from reconciler.domain import (
+from reconciler.core.domain import (
     Approval,
     Authority,
     Compensation,
@@ -30,7 +30,7 @@ from reconciler.domain import (
     RefusedRetry,
     Resolution,
 )
-from reconciler.verdicts import reconcile_deadline
+from reconciler.core.verdicts import reconcile_deadline
 
 WIDTH, HEIGHT, LEFT, RIGHT = 960, 170, 70, 30
 LANES = {"dispatch": 45, "provider": 85, "human": 125}

@@ -31,7 +31,7 @@ from typing import Any
 
 from fastapi import Request
 
-from reconciler.schemas import WebhookAck
+from reconciler.core.schemas import WebhookAck
 from reconciler.service.problems import problem_responses
 from reconciler.service.webhooks.receiving import (
     Found,

@@ -31,7 +31,7 @@ from typing import Any
 from fastapi import Request
 
 from probes.recipes.jira import LABEL
-from reconciler.schemas import WebhookAck
+from reconciler.core.schemas import WebhookAck
 from reconciler.service.problems import problem_responses
 
 # Jira's X-Hub-Signature is GitHub's X-Hub-Signature-256 value: `sha256=` and the hex HMAC.

@@ -25,7 +25,7 @@ import os
 
 from fastapi import Request
 
-from reconciler.schemas import WebhookAck
+from reconciler.core.schemas import WebhookAck
 from reconciler.service.problems import ProblemError, problem_responses
 from reconciler.service.webhooks.receiving import (
     NOT_CONFIGURED,

@@ -27,10 +27,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from reconciler.domain import Receipt
+from reconciler.core.domain import Receipt
+from reconciler.core.ports import Delivery
+from reconciler.core.schemas import Hash, Ident, Key, WebhookAck
 from reconciler.ledger import Delivered
-from reconciler.ports import Delivery
-from reconciler.schemas import Hash, Ident, Key, WebhookAck
 from reconciler.service.problems import MALFORMED_JSON, ProblemError, ProblemType
 from reconciler.service.wiring import Wiring
 

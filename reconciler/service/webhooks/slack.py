@@ -22,7 +22,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from slack_sdk.signature import SignatureVerifier
 
-from reconciler.schemas import WebhookAck
+from reconciler.core.schemas import WebhookAck
 from reconciler.service.problems import problem_responses
 from reconciler.service.webhooks.receiving import (
     Found,

@@ -36,7 +36,7 @@ from standardwebhooks.webhooks import (
     WebhookVerificationError,
 )
 
-from reconciler.schemas import WebhookAck
+from reconciler.core.schemas import WebhookAck
 from reconciler.service.problems import ProblemError, problem_responses
 from reconciler.service.webhooks.receiving import (
     NOT_CONFIGURED,

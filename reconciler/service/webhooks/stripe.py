@@ -21,7 +21,7 @@ from datetime import timedelta
 from fastapi import Request
 from stripe import SignatureVerificationError, WebhookSignature
 
-from reconciler.schemas import WebhookAck
+from reconciler.core.schemas import WebhookAck
 from reconciler.service.problems import problem_responses
 from reconciler.service.webhooks.receiving import (
     accept,

@@ -35,8 +35,8 @@ from urllib.parse import parse_qsl, urlsplit
 from fastapi import Request
 
 from probes.recipes.twilio import EFFECT_STATUS
-from reconciler.errors import ReconcilerError
-from reconciler.schemas import WebhookAck
+from reconciler.core.errors import ReconcilerError
+from reconciler.core.schemas import WebhookAck
 from reconciler.service.problems import ProblemError, problem_responses
 from reconciler.service.webhooks.receiving import (
     NOT_CONFIGURED,

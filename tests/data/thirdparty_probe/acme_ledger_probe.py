@@ -15,8 +15,8 @@ from typing import Any
 
 from probes import ProbeTarget
 from probes.errors import ProbeConfigError
-from reconciler.domain import Authority, Carried, Match, Observation
-from reconciler.sight import Sight
+from reconciler.core.domain import Authority, Carried, Match, Observation
+from reconciler.core.sight import Sight
 
 
 class LedgerProbe:
