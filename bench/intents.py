@@ -5,15 +5,18 @@ durability settings (WAL, synchronous=FULL, BEGIN IMMEDIATE), first by one write
 eight concurrent ones.
 
 The two sides alternate in short rounds so that load from elsewhere on the machine falls on
-both. Durable commits are counted on every SQLAlchemy engine: each one waits for an fsync of the
+both; the ratio is the median of the rounds' own, and their range is printed (issue 35).
+Durable commits are counted on every SQLAlchemy engine: each one waits for an fsync of the
 write-ahead log, so intents per durable commit above 1 would be group commit at work.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import statistics
 import threading
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -28,10 +31,9 @@ from reconciler.store.schema import open_store
 
 NAME = "intents"
 WRITERS = 8
-#: Per writer count, the stricter of the targets the issues set: issue 16 asks >= 0.7x with
-#: one writer and "more intents per second than raw sqlite3" with eight; issue 6 had asked
-#: >= 0.8x for both, which stays the one-writer target.
-TARGETS = {1: 0.8, WRITERS: 1.0}
+#: Per writer count: issue 35 asks >= 0.7x with one writer (issue 6's 0.8x is withdrawn);
+#: issue 16 asks "more intents per second than raw sqlite3" with eight.
+TARGETS = {1: 0.7, WRITERS: 1.0}
 REQUEST_HASH = "sha256:" + "ab" * 32
 PROVIDER = "bench-pay"
 INSERT = ("INSERT INTO intents (operation_id, request_hash, idempotency_key, provider, action,"
@@ -95,8 +97,9 @@ def run(ctx: Context) -> Outcome:
     prefix = uuid.uuid4().hex[:8]
     raw = RawIntents(directory / "baseline.db", prefix)
     counter = DurableCommits()
-    rounds = ctx.size(3, 6)
-    seconds = ctx.seconds(0.8, 2.0)
+    # Issue 35 asks for at least 5 rounds: quick mode keeps them, shorter.
+    rounds = ctx.size(5, 6)
+    seconds = ctx.seconds(0.5, 2.0)
 
     def record(n: int) -> None:
         op = f"{prefix}-{n}"
@@ -108,24 +111,44 @@ def run(ctx: Context) -> Outcome:
     try:
         for writers, label in ((1, "1 writer"), (WRITERS, f"{WRITERS} writers")):
             before = counter.durable_commits
+            baseline_rounds: list[LoopRun] = []
+            product_rounds: list[LoopRun] = []
             with step(f"{label}: {rounds} alternating rounds of {seconds:g} s per side"):
-                baseline, product = alternate(partial(run_for, raw.insert, seconds, writers),
-                                              partial(run_for, record, seconds, writers),
-                                              rounds)
+                baseline, product = alternate(
+                    kept(partial(run_for, raw.insert, seconds, writers), baseline_rounds),
+                    kept(partial(run_for, record, seconds, writers), product_rounds), rounds)
             commits = counter.durable_commits - before
-            report(out, label, baseline, product, commits, TARGETS[writers])
+            report(out, label, baseline, product, commits)
+            ratios = [p.per_s / b.per_s
+                      for b, p in zip(baseline_rounds, product_rounds, strict=True)]
+            out.ratio(f"record_intent vs raw sqlite3 ops/s, {label} (median of {rounds} rounds, "
+                      f"{min(ratios):.2f}-{max(ratios):.2f}x)", statistics.median(ratios),
+                      TARGETS[writers], higher_is_better=True)
     finally:
         counter.close()
         raw.close()
         store.engine.dispose()
-    out.notes.append(f"{rounds} alternating rounds of {seconds:g} s per side; durable commits "
+    quick_note = " (quick mode: issue 35 asks for at least 5)" if rounds < 5 else ""
+    out.notes.append(f"{rounds} alternating rounds of {seconds:g} s per side{quick_note}; each "
+                     "target is judged on the median of the rounds' ratios; durable commits "
                      "counted on SQLAlchemy's commit event alone (one that changed rows waits for "
                      "the WAL fsync): no listener per statement on the product's side only")
     return out
 
 
-def report(out: Outcome, label: str, baseline: LoopRun, product: LoopRun, commits: int,
-           target: float) -> None:
+def kept(run: Callable[[], LoopRun], rounds: list[LoopRun]) -> Callable[[], LoopRun]:
+    """`run`, each of its results also appended to `rounds`: the ratio is judged round by
+    round."""
+
+    def running() -> LoopRun:
+        result = run()
+        rounds.append(result)
+        return result
+
+    return running
+
+
+def report(out: Outcome, label: str, baseline: LoopRun, product: LoopRun, commits: int) -> None:
     per_commit = product.calls / commits if commits else 0.0
     out.figure(f"{label}: raw sqlite3 {baseline.per_s:,.0f} intents/s; record_intent "
                f"{product.per_s:,.0f} intents/s, {commits / product.elapsed_s:,.0f} durable "
@@ -134,5 +157,3 @@ def report(out: Outcome, label: str, baseline: LoopRun, product: LoopRun, commit
         latencies = Percentiles.of(run.samples_s)
         out.latencies[f"{side}, {label}"] = latencies
         out.figure(f"{side}, {label}: {latencies.render()}")
-    out.ratio(f"record_intent vs raw sqlite3 ops/s, {label}", product.per_s / baseline.per_s,
-              target, higher_is_better=True)

@@ -13,10 +13,14 @@ for the queue it causes, not only for the requests it got to (no coordinated omi
 Asyncio streams on uvloop and a hand-written parser of the few response headers needed keep the
 generator's own cost per request far below the server's.
 
-Spec: url, method, path and body templates in which `{n}` is a number unique in the run and
-`{m}` is that number modulo `modulo`,
-`{r}` a random number below `modulo`; connections, duration_s, warmup_s (answers to requests
-scheduled in it are not counted), rate (optional), ok_statuses.
+Spec: url, method, path and body templates in which `{n}` is a number unique in the run (from
+`first` on: runs that share a pool of ids each take their own range) and `{m}` is that number
+modulo `modulo`, `{r}` a random number below `modulo`; connections, duration_s, warmup_s
+(answers to requests scheduled in it are not counted), rate (optional), ok_statuses.
+
+Besides the latencies, a run reports the longest time in its counted part with no answer at
+all (a stall of the server, or of this process: both share the machine) and, in open loop, how
+far a send fell behind its schedule (every connection was waiting on an answer).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ class Spec:
     warmup_s: float = 0.5
     rate: float | None = None
     ok_statuses: tuple[int, ...] = OK_STATUSES
+    first: int = 0
 
 
 @dataclass(slots=True)
@@ -62,6 +67,14 @@ class Tally:
     latencies_s: list[float] = field(default_factory=list)
     bad_statuses: dict[str, int] = field(default_factory=dict)
     sample_bad_body: str = ""
+    #: The longest time after the warm-up in which no request got an answer.
+    longest_gap_s: float = 0.0
+    #: Open loop: the furthest a counted request's send fell behind its scheduled time, and
+    #: the time from the actual send of each answer in `latencies_s` (the server's share,
+    #: without the wait for a free connection) and of each 503 (how soon a refusal came).
+    max_send_lag_s: float = 0.0
+    service_s: list[float] = field(default_factory=list)
+    refused_s: list[float] = field(default_factory=list)
 
 
 class Connection:
@@ -105,12 +118,14 @@ async def run(spec: Spec) -> Tally:
     connections = [Connection(*await asyncio.open_connection(host, port))
                    for _ in range(spec.connections)]
     tally = Tally()
-    counter = iter(range(10**12))
+    counter = iter(range(spec.first, spec.first + 10**12))
     start = time.perf_counter() + 0.05
     measured_from = start + spec.warmup_s
     end = measured_from + spec.duration_s
+    last_answer = measured_from
 
     async def drive(index: int, conn: Connection) -> None:
+        nonlocal last_answer
         # Open loop: this connection's share of the rate, its sends staggered against the
         # other connections'.
         interval = spec.connections / spec.rate if spec.rate else 0.0
@@ -126,17 +141,26 @@ async def run(spec: Spec) -> Tally:
                 if now >= end:
                     return
                 scheduled = now
+            sent = time.perf_counter()
             status, body = await conn.exchange(request_bytes(spec, f"{host}:{port}",
                                                              next(counter)))
             done = time.perf_counter()
             tally.answered += 1
+            if done > last_answer:
+                tally.longest_gap_s = max(tally.longest_gap_s, done - last_answer)
+                last_answer = done
             if scheduled >= measured_from:
                 tally.requests += 1
+                tally.max_send_lag_s = max(tally.max_send_lag_s, sent - scheduled)
                 if status in spec.ok_statuses:
                     # The latency of answers that did the work: a refusal (503 overloaded)
                     # answers at once, and would make the tail look better than it was.
                     tally.latencies_s.append(done - scheduled)
+                    if spec.rate:
+                        tally.service_s.append(done - sent)
                 else:
+                    if spec.rate and status == 503:
+                        tally.refused_s.append(done - sent)
                     tally.bad_statuses[str(status)] = tally.bad_statuses.get(str(status), 0) + 1
                     tally.sample_bad_body = tally.sample_bad_body or body[:300].decode(
                         errors="replace")

@@ -1,39 +1,50 @@
-"""Intent recording, attempt recording and the retry check over HTTP, against a no-op
-endpoint on the same server.
+"""Intent recording, attempt recording and the retry check over HTTP, each against its durable
+floor on the same server (issue 35).
 
 The server is `python -m bench.server`: the sidecar as `reconciler serve` runs it (SQLite store,
-sweep off) plus `POST /bench/noop`. The load generator is another process
-(`bench.loadgen`, keep-alive HTTP/1.1 on loopback). Three measurements per endpoint:
+sweep off) plus its baselines: `POST /bench/noop` (the stack alone) and, for each endpoint, its
+durable floor (`POST /bench/floor...`: the same body model and the same rows written through raw
+`sqlite3` with bare group commit, nothing of the product's). The load generator is another
+process (`bench.loadgen`, keep-alive HTTP/1.1 on loopback). Per endpoint:
 
-- throughput: closed loop on 16 connections, the most the server answers per second; the
-  endpoint and the no-op alternate in rounds so that background load falls on both alike;
-- CPU per request: the server process's CPU time (user + system, /proc/<pid>/stat) over each
-  of those closed-loop rounds, divided by the answers it gave in the round (the warm-up's
-  included), for the endpoint and for the no-op of the same rounds;
-- latency at half load: open loop at half the endpoint's own throughput, the same rate for the
-  endpoint and for the no-op, latency counted from each request's scheduled send time.
+- capacity and CPU per request: closed loop on 16 connections, in rounds that alternate the
+  endpoint and its floor (the no-op too, in the first endpoint's rounds: a printed reference);
+  CPU per request is the server process's CPU time (user + system, /proc/<pid>/stat) over a
+  round divided by the answers in it (the warm-up's included), and the target is on the median
+  of the rounds' ratios, every round's ratio printed;
+- latency against rate: open loop at 25, 50 and 75% of the endpoint's capacity, the endpoint and
+  its floor at the same rate in alternating rounds, latency counted from each request's
+  scheduled send time (no coordinated omission); p99 against the floor's at each rate, and at
+  50% the stall: the longest any admitted request took (the target), and the longest time with
+  no answer at all (printed);
+- overload: open loop at twice the capacity, on more connections than the sidecar admits to
+  its hot routes at once (`hot_queue_max`), for a bounded time: the 503 `overloaded` answers
+  counted, the admitted requests' latency from their scheduled send and from their actual
+  send (the server's share, without the load generator's wait for a free connection), and how
+  soon a refusal came (figures: issue 35 sets no target).
 
 `POST /v1/operations` records a new intent on every request. `POST .../attempts` records
-attempt 1 of an intent recorded beforehand (bulk-inserted, never dispatched), with the
-outcome the worker saw (a 200 with the provider's receipt: one phase), a new intent for every
-request; the two-phase protocol's second call (the completion of an attempt recorded as
-dispatching) is not measured here. `POST .../retry` asks the gate about operations that are
+attempt 1 of an intent recorded beforehand (bulk-inserted, never dispatched), with the outcome
+the worker saw (a 200 with the provider's receipt: one phase), a new intent for every request;
+the two-phase protocol's second call (the completion of an attempt recorded as dispatching) is
+not measured here. `POST .../retry` asks the gate about operations that are
 verified_not_applied, each always with the same holder, so every answer is a grant (a renewal
 of that holder's lease, a durable write); the run checks through /metrics that the gate
-granted every one.
+granted every one. Each floor works on the same kind of ids: fresh intents for the attempts
+floor, the same 64 operations' leases for the retry floor.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import re
+import statistics
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import httpx
+from sqlalchemy import Engine
 
 from bench.harness import BenchError, Context, Outcome, Percentiles, step
 from bench.loadgen import Spec, Tally
@@ -42,198 +53,352 @@ from bench.operations import (
     PROVIDER,
     REQUEST_HASH,
     Seeder,
-    ids,
     key_of,
     retryable,
 )
 from bench.procs import ServerProcess, loadgen, server
 from bench.server import FLOOR_PATH, NOOP_PATH
 from reconciler.ledger import Ledger
+from reconciler.service.settings import Settings
 from reconciler.store.schema import open_store
 
 NAME = "http"
-P99_TARGET = 1.5
 CONNECTIONS = 16
+#: Issue 35's targets, each against the endpoint's own durable floor in the same rounds.
+CPU_TARGET = 1.5
+P99_TARGET = 3.0
+STALL_TARGET_MS = 250.0
+#: Open-loop rates, as shares of the endpoint's capacity; the stall is judged at STALL_LOAD.
+LOADS = (0.25, 0.5, 0.75)
+STALL_LOAD = 0.5
+#: The overload step's offered rate, in multiples of the endpoint's capacity.
+OVERLOAD = 2.0
 #: Operations the retry checks cycle through; the same holder asks for each every time.
 RETRY_POOL = 64
-#: Requests per second no run of the attempts endpoint reaches on this machine (it answers
-#: about 1,650, the no-op about 5,000): each run gets that many fresh intents per second it
-#: lasts.
-#: A faster machine would run out and get 404s, which the run reports as unexpected answers.
-MAX_RATE = 3000
+#: Requests per second no closed-loop run reaches on this machine (the attempts route answers
+#: about 1,500, its floor and the no-op 3,000-5,000): a closed-loop run of the attempts
+#: endpoint or its floor is given that many fresh intents per second it lasts. A faster
+#: machine would run out and get 404s, which the run reports as unexpected answers.
+MAX_RATE = 8000
+
+
+class Feed:
+    """Gives each run of an endpoint the ids it needs: `prepare` before it (at most `most`
+    requests), `used` after it. The default: a spec that may be run as it is."""
+
+    def prepare(self, spec: Spec, most: int) -> Spec:
+        return spec
+
+    def used(self, tally: Tally) -> None:
+        """Nothing to account for."""
+
+
+class NewIntents(Feed):
+    """Every load generator run numbers its requests from 0: a new run id in place of RUN
+    keeps intent ids unique across runs."""
+
+    def prepare(self, spec: Spec, most: int) -> Spec:
+        run_id = uuid.uuid4().hex[:6]
+        return replace(spec, path=spec.path.replace("RUN", run_id),
+                       body=spec.body.replace("RUN", run_id) if spec.body else None)
+
+
+class UndispatchedIntents(Feed):
+    """Intents recorded and never dispatched, `{prefix}-{n}`, bulk-inserted as runs need them;
+    each run (the endpoint's or its floor's) takes the next `most` of them, from `first` on,
+    and gives back what it did not use."""
+
+    def __init__(self, engine: Engine, prefix: str) -> None:
+        self.engine = engine
+        self.prefix = prefix
+        self.seeded = 0
+        self.next = 0
+
+    def prepare(self, spec: Spec, most: int) -> Spec:
+        if self.next + most > self.seeded:
+            count = self.next + most - self.seeded
+            Seeder(self.engine).undispatched(
+                [f"{self.prefix}-{n}" for n in range(self.seeded, self.seeded + count)])
+            self.seeded += count
+        return replace(spec, first=self.next)
+
+    def used(self, tally: Tally) -> None:
+        # Every request got an answer: one id each, the warm-up's included.
+        self.next += tally.answered
 
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     label: str
     spec: Spec
-    #: Issue 16's targets: CPU per request vs the no-op's, and for intents throughput >= 0.5x
-    #: the no-op's; the other endpoints' throughput target is the earlier 0.9x.
-    cpu_target: float
-    throughput_target: float
-    #: The spec of one run: new intents (or new intents to record attempts on) for each.
-    fresh: Callable[[Spec], Spec]
-    #: The same work with nothing of the product's (bench.server, FLOOR_PATH), measured in
-    #: the same rounds: how much of the endpoint's cost the stack and the disk leave.
-    floor: Spec | None = None
-
-
-@dataclass(slots=True)
-class Side:
-    """One side's closed-loop rounds, and the server's CPU time over them."""
-
-    runs: list[Tally] = field(default_factory=list)
-    cpu_s: float = 0.0
-
-    def run(self, sidecar: ServerProcess, spec: Spec) -> None:
-        before = sidecar.cpu_s()
-        self.runs.append(loadgen(spec))
-        self.cpu_s += sidecar.cpu_s() - before
+    feed: Feed
 
     @property
-    def per_s(self) -> float:
-        return per_s(self.runs)
+    def short(self) -> str:
+        return self.label.split(" (")[0]
+
+    @property
+    def floor(self) -> Spec:
+        """The same requests to the endpoint's durable floor (bench.server)."""
+        return replace(self.spec, path=self.spec.path.replace("/v1/operations", FLOOR_PATH, 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """One load generator run, and the server's CPU time over it."""
+
+    tally: Tally
+    cpu_s: float
 
     @property
     def cpu_us(self) -> float:
-        return self.cpu_s / sum(t.answered for t in self.runs) * 1e6
+        return self.cpu_s / self.tally.answered * 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """How long each run is and how many rounds each comparison takes."""
+
+    rounds: int
+    latency_rounds: int
+    seconds: float
+    warmup_s: float
+    latency_seconds: float
+    latency_warmup_s: float
+    overload_seconds: float
 
 
 def run(ctx: Context) -> Outcome:
     out = Outcome(NAME, "intent recording, attempt recording and the retry check over HTTP vs "
-                        "a no-op endpoint on the same server stack")
+                        "each one's durable floor (raw sqlite3, group commit) on the same server")
     url = f"sqlite:///{ctx.workdir / 'http.db'}"
     store = open_store(url)
     store.put_contract(CONTRACT)
     prefix = f"h{uuid.uuid4().hex[:6]}"
     pool = ctx.size(RETRY_POOL, RETRY_POOL)
-    seconds = ctx.seconds(1.2, 5.0)
-    warmup_s = ctx.seconds(0.5, 1.0)
-    rounds = ctx.size(1, 3)
-    # Long enough at half load for a p99 of a couple of thousand requests in the full run.
-    latency_seconds = ctx.seconds(1.2, 5.0)
-    # Each throughput and each latency run of the attempts endpoint gets its own intents.
-    per_run = math.ceil((warmup_s + max(seconds, latency_seconds)) * MAX_RATE)
-    with step(f"preparing {pool} verified_not_applied operations and "
-              f"{2 * rounds} x {per_run:,} undispatched intents"):
+    # Issue 35 asks for at least 5 rounds; quick mode takes fewer (and says so in a note):
+    # each run costs a load generator's start, about 0.15 s, besides its length.
+    sizes = Sizes(rounds=ctx.size(2, 5), latency_rounds=ctx.size(1, 5),
+                  seconds=ctx.seconds(0.5, 2.5), warmup_s=ctx.seconds(0.25, 0.8),
+                  latency_seconds=ctx.seconds(0.6, 1.2),
+                  latency_warmup_s=ctx.seconds(0.1, 0.4),
+                  overload_seconds=ctx.seconds(0.5, 3.0))
+    with step(f"preparing {pool} verified_not_applied operations"):
         ledger = Ledger(store)
         for i in range(pool):
             retryable(ledger, f"{prefix}-retry-{i}")
-        Seeder(store.engine).undispatched(
-            [op for r in range(2 * rounds) for op in ids(f"{prefix}-a{r}", per_run)])
-    store.engine.dispose()
     base = Spec(url="", path=NOOP_PATH, method="POST", connections=CONNECTIONS,
-                duration_s=seconds, warmup_s=warmup_s)
+                duration_s=sizes.seconds, warmup_s=sizes.warmup_s)
     env = {"RECONCILER_DB": url, "RECONCILER_SWEEP_INTERVAL_S": "0"}
-    slots = itertools.count()
-    with server("bench.server", env=env) as sidecar:
-        base = replace(base, url=sidecar.url)
-        noop = replace(base, body=json.dumps({"operation_id": "noop-{n}"}))
-        intents = replace(base, path="/v1/operations", body=json.dumps({
-            "operation_id": f"{prefix}-{{n}}-RUN", "request_hash": REQUEST_HASH,
-            "idempotency_key": "k-{n}-RUN", "provider": PROVIDER, "action": "charge",
-            "effect": "idempotent_write"}), ok_statuses=(201,))
-        attempt_id = f"{prefix}-aRUN-{{n}}"
-        attempts = replace(base, path=f"/v1/operations/{attempt_id}/attempts",
-                           ok_statuses=(201,), body=json.dumps({
-                               "attempt": 1, "idempotency_key": key_of(attempt_id),
-                               "request_hash": REQUEST_HASH, "outcome": "response",
-                               "status": 200, "receipt": {"provider_ref": "ch-{n}-RUN",
-                                                          "request_hash": REQUEST_HASH}}))
-        retries = replace(base, path=f"/v1/operations/{prefix}-retry-{{m}}/retry",
-                          modulo=pool, ok_statuses=(200,), body=json.dumps({
-                              "idempotency_key": key_of(f"{prefix}-retry-{{m}}"),
-                              "request_hash": REQUEST_HASH, "holder": "bench-{m}"}))
-        refused_before = gate_refusals(sidecar.url)
-        for endpoint in (
-                Endpoint("POST /v1/operations (new intent)", intents, 2.0, 0.5, unique,
-                         replace(intents, path=FLOOR_PATH)),
+    try:
+        with server("bench.server", env=env) as sidecar:
+            base = replace(base, url=sidecar.url)
+            noop = replace(base, body=json.dumps({"operation_id": "noop-{n}"}))
+            intents = replace(base, path="/v1/operations", body=json.dumps({
+                "operation_id": f"{prefix}-{{n}}-RUN", "request_hash": REQUEST_HASH,
+                "idempotency_key": "k-{n}-RUN", "provider": PROVIDER, "action": "charge",
+                "effect": "idempotent_write"}), ok_statuses=(201,))
+            attempt_id = f"{prefix}-a-{{n}}"
+            attempts = replace(base, path=f"/v1/operations/{attempt_id}/attempts",
+                               ok_statuses=(201,), body=json.dumps({
+                                   "attempt": 1, "idempotency_key": key_of(attempt_id),
+                                   "request_hash": REQUEST_HASH, "outcome": "response",
+                                   "status": 200, "receipt": {
+                                       "provider_ref": "ch-{n}", "request_hash": REQUEST_HASH}}))
+            retries = replace(base, path=f"/v1/operations/{prefix}-retry-{{m}}/retry",
+                              modulo=pool, ok_statuses=(200,), body=json.dumps({
+                                  "idempotency_key": key_of(f"{prefix}-retry-{{m}}"),
+                                  "request_hash": REQUEST_HASH, "holder": "bench-{m}"}))
+            refused_before = gate_refusals(sidecar.url)
+            endpoints = (
+                Endpoint("POST /v1/operations (new intent)", intents, NewIntents()),
                 Endpoint("POST /v1/operations/{id}/attempts (attempt 1, with its outcome)",
-                         attempts, 2.5, 0.9, lambda spec: slot(spec, next(slots))),
-                Endpoint("POST /v1/operations/{id}/retry (granted)", retries, 2.5, 0.9,
-                         lambda spec: spec)):
-            compare(out, sidecar, noop, endpoint, rounds, latency_seconds)
-        if gate_refusals(sidecar.url) != refused_before:
-            raise BenchError("the gate refused some retry checks: the scenario needs grants")
-    out.notes.append(f"throughput and CPU per request: closed loop, {CONNECTIONS} connections, "
-                     f"{rounds} round(s) of {seconds:g} s per side (CPU time of the server "
-                     f"process over each round, warm-up of {warmup_s:g} s included, over the "
-                     f"answers in it); latency: open loop at half the endpoint's throughput, "
-                     f"for the endpoint and the no-op alike, {rounds} round(s) of "
-                     f"{latency_seconds:g} s per side")
+                         attempts, UndispatchedIntents(store.engine, f"{prefix}-a")),
+                Endpoint("POST /v1/operations/{id}/retry (granted)", retries, Feed()))
+            noop_rounds: list[Round] = []
+            for endpoint in endpoints:
+                compare(out, sidecar, endpoint, sizes,
+                        noop if not noop_rounds else None, noop_rounds)
+            if gate_refusals(sidecar.url) != refused_before:
+                raise BenchError("the gate refused some retry checks: the scenario needs "
+                                 "grants")
+    finally:
+        store.engine.dispose()
+    quick_note = "" if sizes.rounds >= 5 else " (quick mode: issue 35 asks for at least 5)"
+    out.notes.append(
+        f"capacity and CPU per request: closed loop, {CONNECTIONS} connections, "
+        f"{rounds(sizes.rounds)} of {sizes.seconds:g} s per side, alternating{quick_note}, "
+        f"each after a warm-up of {sizes.warmup_s:g} s (the server's CPU time over the round, "
+        f"warm-up included, over the answers in it); the target is on the median of the "
+        f"rounds' ratios")
+    out.notes.append(
+        f"latency: open loop at {', '.join(f'{load:.0%}' for load in LOADS)} of the endpoint's "
+        f"capacity, the endpoint and its floor at the same rate, {rounds(sizes.latency_rounds)} "
+        f"of {sizes.latency_seconds:g} s each, alternating{quick_note} (warm-up "
+        f"{sizes.latency_warmup_s:g} s), "
+        f"{2 * CONNECTIONS} connections; p99 of all rounds' requests together, the range of "
+        f"the rounds' own ratios in brackets; stall: the longest an admitted request took from "
+        f"its scheduled send, and the longest time with no answer at all")
     out.notes.append("the load generator, the server and its SQLite store share the machine's "
-                     "cores")
+                     "cores: a stall may be any of them")
     return out
 
 
-def unique(spec: Spec) -> Spec:
-    """Every load generator run numbers its requests from 0: a new run id keeps intent ids
-    unique across runs."""
-    return slot(spec, uuid.uuid4().hex[:6])
-
-
-def slot(spec: Spec, run_id: object) -> Spec:
-    """`spec` with RUN in its path and body replaced by `run_id`."""
-    return replace(spec, path=spec.path.replace("RUN", str(run_id)),
-                   body=spec.body.replace("RUN", str(run_id)) if spec.body else None)
-
-
-def compare(out: Outcome, sidecar: ServerProcess, noop: Spec, endpoint: Endpoint, rounds: int,
-            latency_seconds: float) -> None:
-    label = endpoint.label
-    with step(f"{label}: throughput and CPU per request"):
-        noop_side, endpoint_side, floor_side = Side(), Side(), Side()
-        for _ in range(rounds):
-            # In turn: background load that comes and goes falls on all alike.
-            noop_side.run(sidecar, noop)
-            if endpoint.floor is not None:
-                floor_side.run(sidecar, endpoint.fresh(endpoint.floor))
-            endpoint_side.run(sidecar, endpoint.fresh(endpoint.spec))
-    noop_rps, endpoint_rps = noop_side.per_s, endpoint_side.per_s
-    half = endpoint_rps / 2
-    with step(f"{label}: latency at {half:,.0f} requests/s"):
-        noop_half: list[Tally] = []
-        endpoint_half: list[Tally] = []
-        for _ in range(rounds):
-            noop_half.append(loadgen(at_rate(noop, half, latency_seconds), refusals=True))
-            endpoint_half.append(loadgen(at_rate(endpoint.fresh(endpoint.spec), half,
-                                                 latency_seconds), refusals=True))
-    noop_p, endpoint_p = (Percentiles.of([s for t in noop_half for s in t.latencies_s]),
-                          Percentiles.of([s for t in endpoint_half for s in t.latencies_s]))
-    short = label.split(" (")[0]
-    out.figure(f"{label}: {endpoint_rps:,.0f} requests/s; no-op {noop_rps:,.0f} requests/s")
-    out.figure(f"{label}: {endpoint_side.cpu_us:,.0f} us of server CPU per request; no-op "
-               f"{noop_side.cpu_us:,.0f} us")
-    if floor_side.runs:
-        out.figure(f"durable floor of {short} ({FLOOR_PATH}: the same body model and rows, raw "
-                   f"sqlite3 with group commit, a constant answer): {floor_side.per_s:,.0f} "
-                   f"requests/s, {floor_side.cpu_us:,.0f} us of server CPU per request "
-                   f"({floor_side.cpu_us / noop_side.cpu_us:.2f}x the no-op's; the endpoint "
-                   f"{endpoint_side.cpu_us / floor_side.cpu_us:.2f}x the floor's)")
-    out.figure(f"{label} at {half:,.0f} requests/s: {endpoint_p.render()}")
-    out.figure(f"no-op at {half:,.0f} requests/s: {noop_p.render()}")
-    for side, tallies in (("endpoint", endpoint_half), ("no-op", noop_half)):
-        refused = sum(t.bad_statuses.get("503", 0) for t in tallies)
-        out.figure(f"{side} at {half:,.0f} requests/s: {refused:,} of "
-                   f"{sum(t.requests for t in tallies):,} refused 503 overloaded (latencies "
-                   "above: the admitted requests)")
-    out.latencies[f"{short} @ {half:,.0f}/s"] = endpoint_p
-    out.latencies[f"no-op @ {half:,.0f}/s"] = noop_p
-    out.ratio(f"{short} throughput vs no-op", endpoint_rps / noop_rps,
-              endpoint.throughput_target, higher_is_better=True)
-    out.ratio(f"{short} CPU per request vs no-op", endpoint_side.cpu_us / noop_side.cpu_us,
-              endpoint.cpu_target, higher_is_better=False)
-    out.ratio(f"{short} p99 vs no-op p99 at half load", endpoint_p.p99 / noop_p.p99, P99_TARGET,
+def compare(out: Outcome, sidecar: ServerProcess, endpoint: Endpoint, sizes: Sizes,
+            noop: Spec | None, noop_rounds: list[Round]) -> None:
+    """One endpoint against its durable floor: capacity and CPU, latency against rate, and
+    overload. `noop`, when given, takes its turn in the closed-loop rounds, into
+    `noop_rounds`."""
+    short, floor = endpoint.short, endpoint.floor
+    closed_most = math.ceil(MAX_RATE * (sizes.warmup_s + sizes.seconds))
+    with step(f"{short}: capacity and CPU per request, {rounds(sizes.rounds)} alternating"):
+        ours: list[Round] = []
+        floors: list[Round] = []
+        for _ in range(sizes.rounds):
+            ours.append(measure(sidecar, endpoint.spec, endpoint.feed, closed_most))
+            floors.append(measure(sidecar, floor, endpoint.feed, closed_most))
+            if noop is not None:
+                noop_rounds.append(measure(sidecar, noop, Feed(), 0))
+    capacity = admitted_per_s(ours)
+    pairs = list(zip(ours, floors, strict=True))
+    cpu_ratios = [o.cpu_us / f.cpu_us for o, f in pairs]
+    out.figure(f"{endpoint.label}: capacity {capacity:,.0f} requests/s; its durable floor "
+               f"{admitted_per_s(floors):,.0f}/s")
+    out.figure(f"{endpoint.label}: {cpu_us(ours):,.0f} us of server CPU per request, its floor "
+               f"{cpu_us(floors):,.0f} us (round by round, us: "
+               f"{', '.join(f'{o.cpu_us:,.0f}/{f.cpu_us:,.0f}' for o, f in pairs)})")
+    if noop_rounds:
+        noop_us = cpu_us(noop_rounds)
+        out.figure(f"{short} against the no-op ({NOOP_PATH}, {noop_us:,.0f} us of server CPU a "
+                   f"request, {admitted_per_s(noop_rounds):,.0f}/s, in the first endpoint's "
+                   f"rounds; no target since issue 35): {cpu_us(ours) / noop_us:.2f}x, its "
+                   f"floor {cpu_us(floors) / noop_us:.2f}x")
+    refusals(out, f"{short}, closed loop", ours + floors)
+    out.ratio(f"{short} CPU per request vs its durable floor (median of {spread(cpu_ratios)})",
+              statistics.median(cpu_ratios), CPU_TARGET,
               higher_is_better=False)
+    for load in LOADS:
+        latency(out, sidecar, endpoint, sizes, load, load * capacity)
+    overload(out, sidecar, endpoint, sizes, OVERLOAD * capacity)
 
 
-def at_rate(spec: Spec, rate: float, seconds: float) -> Spec:
+def latency(out: Outcome, sidecar: ServerProcess, endpoint: Endpoint, sizes: Sizes,
+            load: float, rate: float) -> None:
+    short = endpoint.short
+    most = math.ceil(rate * (sizes.latency_warmup_s + sizes.latency_seconds) * 1.2) + 100
+    with step(f"{short}: latency at {load:.0%} of capacity ({rate:,.0f} requests/s), "
+              f"{rounds(sizes.latency_rounds)} alternating"):
+        ours: list[Tally] = []
+        floors: list[Tally] = []
+        for _ in range(sizes.latency_rounds):
+            for spec, tallies in ((endpoint.spec, ours), (endpoint.floor, floors)):
+                tallies.append(measure(sidecar, at_rate(spec, rate, sizes), endpoint.feed,
+                                       most).tally)
+    ours_p, floor_p = pooled(ours), pooled(floors)
+    at = f"{load:.0%} of capacity ({rate:,.0f}/s)"
+    out.figure(f"{short} at {at}: {ours_p.render()}; its floor: {floor_p.render()}")
+    refusals(out, f"{short} at {at}", ours + floors)
+    round_ratios = [Percentiles.of(o.latencies_s).p99 / Percentiles.of(f.latencies_s).p99
+                    for o, f in zip(ours, floors, strict=True)]
+    out.ratio(f"{short} p99 vs its durable floor's at {load:.0%} of capacity "
+              f"({spread(round_ratios)})",
+              ours_p.p99 / floor_p.p99, P99_TARGET, higher_is_better=False)
+    if load != STALL_LOAD:
+        return
+    out.latencies[f"{short} @ {load:.0%} ({rate:,.0f}/s)"] = ours_p
+    out.latencies[f"its floor @ {load:.0%} ({rate:,.0f}/s)"] = floor_p
+    longest = [max(t.latencies_s) * 1000 for t in ours]
+    out.figure(f"{short} at {at}, stalls: the longest request {max(longest):,.1f} ms (round by "
+               f"round {', '.join(f'{ms:,.1f}' for ms in longest)}), the longest time with no "
+               f"answer {max(t.longest_gap_s for t in ours) * 1000:,.1f} ms; its floor: "
+               f"{max(max(t.latencies_s) for t in floors) * 1000:,.1f} ms and "
+               f"{max(t.longest_gap_s for t in floors) * 1000:,.1f} ms")
+    out.ratio(f"{short} longest request at {load:.0%} of capacity ({spread(longest, ' ms')})",
+              max(longest), STALL_TARGET_MS, higher_is_better=False, unit=" ms")
+
+
+def overload(out: Outcome, sidecar: ServerProcess, endpoint: Endpoint, sizes: Sizes,
+             rate: float) -> None:
+    """Offered well past capacity, on twice as many connections as the sidecar admits to its
+    hot routes at once: what is refused, and how long the admitted requests take."""
+    short = endpoint.short
+    connections = 2 * Settings.model_fields["hot_queue_max"].default
+    spec = replace(at_rate(endpoint.spec, rate, sizes), connections=connections,
+                   duration_s=sizes.overload_seconds)
+    most = math.ceil(rate * (spec.warmup_s + spec.duration_s) * 1.2) + connections
+    with step(f"{short}: overload, {rate:,.0f} requests/s offered for "
+              f"{sizes.overload_seconds:g} s"):
+        tally = measure(sidecar, spec, endpoint.feed, most).tally
+    admitted = len(tally.latencies_s)
+    what = (f"{short} overload: {rate:,.0f} requests/s offered ({OVERLOAD:g}x capacity) on "
+            f"{connections} connections for {sizes.overload_seconds:g} s")
+    out.figure(f"{what}: {tally.requests:,} sent, {len(tally.refused_s):,} refused 503 "
+               f"overloaded, {admitted:,} admitted ({admitted / tally.elapsed_s:,.0f}/s, "
+               f"{admitted / tally.elapsed_s / rate * OVERLOAD:.2f}x capacity); the longest "
+               f"time with no answer {tally.longest_gap_s * 1000:,.1f} ms; sends fell up to "
+               f"{tally.max_send_lag_s * 1000:,.1f} ms behind their schedule (every connection "
+               f"waiting on an answer)")
+    if admitted:
+        scheduled = Percentiles.of(tally.latencies_s)
+        out.latencies[f"{short} overload, admitted"] = scheduled
+        out.figure(f"{what}, the admitted requests from their scheduled send: "
+                   f"{scheduled.render()}; from their actual send: "
+                   f"{Percentiles.of(tally.service_s).render()}")
+    if tally.refused_s:
+        out.figure(f"{what}, the refusals from their actual send: "
+                   f"{Percentiles.of(tally.refused_s).render()}")
+
+
+def measure(sidecar: ServerProcess, spec: Spec, feed: Feed, most: int) -> Round:
+    """A load generator run of `spec` with ids from `feed`, and the server's CPU time over
+    it. 503s are counted, not failures: past its bounds the sidecar refuses by design."""
+    prepared = feed.prepare(spec, most)
+    before = sidecar.cpu_s()
+    tally = loadgen(prepared, refusals=True)
+    cpu_s = sidecar.cpu_s() - before
+    feed.used(tally)
+    return Round(tally, cpu_s)
+
+
+def refusals(out: Outcome, what: str, runs: list[Round] | list[Tally]) -> None:
+    """A figure for 503 `overloaded` answers, when there were any."""
+    tallies = [r.tally if isinstance(r, Round) else r for r in runs]
+    refused = sum(t.bad_statuses.get("503", 0) for t in tallies)
+    if refused:
+        out.figure(f"{what}: {refused:,} of {sum(t.requests for t in tallies):,} requests "
+                   f"refused 503 overloaded (the figures above are the admitted requests')")
+
+
+def at_rate(spec: Spec, rate: float, sizes: Sizes) -> Spec:
     """Open loop at `rate`, with connections to spare so that none is a queue of its own."""
-    return replace(spec, rate=rate, connections=2 * CONNECTIONS, duration_s=seconds)
+    return replace(spec, rate=rate, connections=2 * CONNECTIONS,
+                   duration_s=sizes.latency_seconds, warmup_s=sizes.latency_warmup_s)
 
 
-def per_s(runs: list[Tally]) -> float:
-    return sum(t.requests for t in runs) / sum(t.elapsed_s for t in runs)
+def pooled(tallies: list[Tally]) -> Percentiles:
+    return Percentiles.of([s for t in tallies for s in t.latencies_s])
+
+
+def admitted_per_s(rounds: list[Round]) -> float:
+    """Answers that did the work (not 503s) per second, over all of `rounds`."""
+    return (sum(len(r.tally.latencies_s) for r in rounds)
+            / sum(r.tally.elapsed_s for r in rounds))
+
+
+def cpu_us(rounds: list[Round]) -> float:
+    """The server's CPU time over `rounds` per answer in them."""
+    return sum(r.cpu_s for r in rounds) / sum(r.tally.answered for r in rounds) * 1e6
+
+
+def rounds(count: int) -> str:
+    return f"{count} round" + ("s" if count > 1 else "")
+
+
+def spread(values: list[float], unit: str = "x") -> str:
+    """How many rounds, and the range of their values (issue 35 asks for it)."""
+    if len(values) == 1:
+        return rounds(1)
+    return f"{rounds(len(values))}, {min(values):.2f}-{max(values):.2f}{unit}"
 
 
 def gate_refusals(url: str) -> float:
