@@ -234,8 +234,8 @@ def run(ctx: Context) -> Outcome:
     out.notes.append(
         f"latency: open loop at {', '.join(f'{load:.0%}' for load in LOADS)} of the endpoint's "
         f"capacity, the endpoint and its floor at the same rate, {rounds(sizes.latency_rounds)} "
-        f"of {sizes.latency_seconds:g} s each, alternating{quick_note} (warm-up "
-        f"{sizes.latency_warmup_s:g} s), "
+        f"of {sizes.latency_seconds:g} s each after a warm-up of {sizes.latency_warmup_s:g} s, "
+        f"alternating{quick_note}, "
         f"{2 * CONNECTIONS} connections; p99 of all rounds' requests together, the range of "
         f"the rounds' own ratios in brackets; stall: the longest an admitted request took from "
         f"its scheduled send, and the longest time with no answer at all")
