@@ -6,12 +6,16 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from reconciler.core.domain import Intent, Observation, Receipt
 from reconciler.core.sight import Sight
 
 log = logging.getLogger(__name__)
+
+#: What a probe returns: an observation of the provider, or the provider's own receipt for a
+#: key (one name for it, from the probe's contract to the sweep that records it).
+ProbeResult: TypeAlias = Observation | Receipt
 
 
 def utc_now() -> datetime:
@@ -62,7 +66,7 @@ class Probe(Protocol):
     name: str
     sight: Sight
 
-    def probe(self, target: ProbeTarget) -> Observation | Receipt: ...
+    def probe(self, target: ProbeTarget) -> ProbeResult: ...
 
 
 def sight_of(probe: Probe) -> Sight:
@@ -89,7 +93,7 @@ class AsyncProbe(Probe, Protocol):
     reads and answers what it answers, under the same contract. The sweep calls it on its
     probe loop (`probes/loop.py`) instead of giving the call a thread."""
 
-    async def aprobe(self, target: ProbeTarget) -> Observation | Receipt: ...
+    async def aprobe(self, target: ProbeTarget) -> ProbeResult: ...
 
 
 class ProbeFactory(Protocol):

@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 import httpx
 
-from probes.base import ProbeTarget, utc_now
+from probes.base import ProbeResult, ProbeTarget, utc_now
 from probes.credentials import MissingCredential
 from probes.loop import wait_for
 from probes.matching import Found, UnusableResponse
@@ -45,7 +45,7 @@ _CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 #: One GET a read needs: url, params, headers, deadline (monotonic).
 Fetch = tuple[str, Mapping[str, str], Mapping[str, str], float]
-Reading = Generator[Fetch, Reply, Observation | Receipt]
+Reading = Generator[Fetch, Reply, ProbeResult]
 
 
 @dataclass(slots=True)
@@ -86,7 +86,7 @@ class HttpJsonProbe:
         return (f"HttpJsonProbe(name={self.name!r}, url={spec.base_url + spec.path.text!r}, "
                 f"authority={spec.authority.value!r}, token_env={env!r})")
 
-    def probe(self, target: ProbeTarget) -> Observation | Receipt:
+    def probe(self, target: ProbeTarget) -> ProbeResult:
         if self._clients.lean:
             # One wire: a blocking caller reads as the sweep does, on the probe loop.
             return wait_for(self.aprobe(target))
@@ -107,7 +107,7 @@ class HttpJsonProbe:
         except _UNAVAILABLE as exc:
             return self._unavailable(target, str(exc), retry_after=_retry_after(exc))
 
-    async def aprobe(self, target: ProbeTarget) -> Observation | Receipt:
+    async def aprobe(self, target: ProbeTarget) -> ProbeResult:
         """The read as a task on an event loop (the sweep's probe loop), over
         `http11_async`; `probe` waits for it. Where httpx reads instead (an injected
         transport, a proxy), `probe` reads and this runs it on a thread of the loop's."""
@@ -190,7 +190,7 @@ class HttpJsonProbe:
         return Observation(target.operation_id, read.at, self.name, spec.authority,
                            tuple(read.matches.values()))
 
-    def _receipt(self, target: ProbeTarget, reply: Reply, found: Found) -> Observation | Receipt:
+    def _receipt(self, target: ProbeTarget, reply: Reply, found: Found) -> ProbeResult:
         if not found.matches:
             why = "the record was written by another account" if found.foreign \
                 else "the record's status decides nothing"
@@ -269,8 +269,8 @@ def _next(reading: Reading, outcome: Reply | FetchError | None) -> Fetch:
     return reading.send(outcome)
 
 
-def _evidence(done: StopIteration) -> Observation | Receipt:
-    result: Observation | Receipt = done.value
+def _evidence(done: StopIteration) -> ProbeResult:
+    result: ProbeResult = done.value
     return result
 
 

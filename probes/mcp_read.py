@@ -38,12 +38,12 @@ from typing import Any
 
 import anyio
 
-from probes.base import ProbeTarget, utc_now
+from probes.base import ProbeResult, ProbeTarget, utc_now
 from probes.credentials import MissingCredential
 from probes.matching import Extraction, FieldCheck, UnusableResponse
 from probes.options import Options
 from probes.templates import MissingValue, Template
-from reconciler.core.domain import Authority, Observation, Receipt
+from reconciler.core.domain import Authority, Observation
 from reconciler.core.sight import Sight
 
 #: Opens a client to the MCP server (an `mcp.Client`, not yet entered).
@@ -70,7 +70,7 @@ class McpReadProbe:
     #: What it covers and finds effects by: set by the registry (probes/sight.py).
     sight: Sight = field(default_factory=Sight)
 
-    def probe(self, target: ProbeTarget) -> Observation | Receipt:
+    def probe(self, target: ProbeTarget) -> ProbeResult:
         try:
             arguments = {k: v.render(target) if isinstance(v, Template) else v
                          for k, v in self.arguments.items()}

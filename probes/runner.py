@@ -22,7 +22,7 @@ from datetime import datetime
 from functools import cache
 from typing import cast
 
-from probes.base import AsyncProbe, Probe, ProbeTarget, sight_of, utc_now
+from probes.base import AsyncProbe, Probe, ProbeResult, ProbeTarget, sight_of, utc_now
 from probes.loop import ProbeLoop
 from reconciler.core.domain import Authority, Facts, Intent, Observation, Receipt
 from reconciler.core.sight import blind_error, blind_to
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 def run_probe(probe: Probe, target: ProbeTarget,
-              clock: Callable[[], datetime] = utc_now) -> Observation | Receipt:
+              clock: Callable[[], datetime] = utc_now) -> ProbeResult:
     """`probe.probe(target)`, or an `unavailable` observation if it raised or broke the contract."""
     try:
         result = probe.probe(target)
@@ -41,7 +41,7 @@ def run_probe(probe: Probe, target: ProbeTarget,
 
 
 async def run_probe_async(probe: AsyncProbe, target: ProbeTarget,
-                          clock: Callable[[], datetime] = utc_now) -> Observation | Receipt:
+                          clock: Callable[[], datetime] = utc_now) -> ProbeResult:
     """`run_probe` with `await probe.aprobe(target)`; the future of its task never holds an
     exception, not even a cancellation's."""
     try:
@@ -59,13 +59,13 @@ def _raised(probe: Probe, target: ProbeTarget, clock: Callable[[], datetime],
 
 
 def _held(probe: Probe, target: ProbeTarget, clock: Callable[[], datetime],
-          result: object) -> Observation | Receipt:
+          result: object) -> ProbeResult:
     """`result`, or an `unavailable` observation if it breaks the probe contract."""
     problem = _contract_problem(probe, target, result)
     if problem is not None:
         log.warning("probe %r broke its contract: %s", probe.name, problem)
         return _unavailable(probe, target, clock, f"invalid probe result: {problem}")
-    assert isinstance(result, Observation | Receipt)
+    assert isinstance(result, ProbeResult)
     return result
 
 
@@ -73,8 +73,8 @@ def _held(probe: Probe, target: ProbeTarget, clock: Callable[[], datetime],
 _ZEROS = frozenset({Authority.AUTHORITATIVE, Authority.LAGGING})
 
 
-def seen(probe: Probe, intent: Intent, answer: Observation | Receipt,
-         ref_returned: Callable[[], bool]) -> Observation | Receipt:
+def seen(probe: Probe, intent: Intent, answer: ProbeResult,
+         ref_returned: Callable[[], bool]) -> ProbeResult:
     """`answer`, unless it is an empty read by a probe that could not have seen `intent`'s
     effect (`blind_to`: scope or correlation): then the `unavailable` observation that stands
     for it, whose error names the question (`blind_error`). A read with matches keeps its
@@ -99,13 +99,13 @@ def ref_returned(facts: Facts) -> bool:
 
 
 def run_probes(probes: Iterable[Probe], target: ProbeTarget,
-               clock: Callable[[], datetime] = utc_now) -> list[Observation | Receipt]:
+               clock: Callable[[], datetime] = utc_now) -> list[ProbeResult]:
     """Every probe once, in order; each is bounded by its own retry policy."""
     return [run_probe(probe, target, clock) for probe in probes]
 
 
 #: A call to make and where its answer goes.
-_Task = tuple[Callable[[], Observation | Receipt], Future[Observation | Receipt]]
+_Task = tuple[Callable[[], ProbeResult], Future[ProbeResult]]
 
 
 class ProbeThreads:
@@ -126,20 +126,20 @@ class ProbeThreads:
         self._closed = False
 
     def submit(self, probe: Probe, target: ProbeTarget,
-               clock: Callable[[], datetime] = utc_now) -> Future[Observation | Receipt]:
+               clock: Callable[[], datetime] = utc_now) -> Future[ProbeResult]:
         """`run_probe` on one of the threads (`run_probe_async` on the probe loop for an
         asynchronous probe); the future never holds an exception."""
         if _asynchronous(type(probe)):
             return self._loop.submit(run_probe_async(cast(AsyncProbe, probe), target, clock))
 
-        def call() -> Observation | Receipt:
+        def call() -> ProbeResult:
             try:
                 return run_probe(probe, target, clock)
             except BaseException as exc:  # SystemExit and the like: here they would only
                 # end this thread, and the caller would wait out its limit for nothing
                 return _unavailable(probe, target, clock, f"probe raised {type(exc).__name__}")
 
-        answer: Future[Observation | Receipt] = Future()
+        answer: Future[ProbeResult] = Future()
         self._inbox().put((call, answer))
         return answer
 
@@ -194,7 +194,7 @@ def _asynchronous(kind: type) -> bool:
 
 
 def _contract_problem(probe: Probe, target: ProbeTarget, result: object) -> str | None:
-    if not isinstance(result, Observation | Receipt):
+    if not isinstance(result, ProbeResult):
         return f"{type(result).__name__} is not an Observation or a Receipt"
     if result.operation_id != target.operation_id:
         return "it is about another operation"

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from probes.base import Probe, ProbeTarget
+from probes.base import Probe, ProbeResult, ProbeTarget
 from probes.config import ProviderSetup, parse_config
 from probes.errors import ProbeConfigError
 from probes.http_json import HttpJsonProbe
@@ -38,7 +38,7 @@ from reconciler.cli.configsight import (
     sight_problems,
     sightless,
 )
-from reconciler.core.domain import Observation, Receipt
+from reconciler.core.domain import Receipt
 from reconciler.core.errors import ReconcilerError, StoreUrlError
 from reconciler.core.ports import Store
 from reconciler.mcpproxy.options import read_proxy_table, read_proxy_tool
@@ -375,7 +375,7 @@ def live_check(report: ConfigReport, store: Store, operation_id: str) -> list[Pr
     return readings
 
 
-def _reading(name: str, result: Observation | Receipt) -> ProbeReading:
+def _reading(name: str, result: ProbeResult) -> ProbeReading:
     if isinstance(result, Receipt):
         return ProbeReading(name, "receipt", (result.provider_ref,), (result.request_hash,),
                             None)

@@ -133,7 +133,7 @@ def status_of(value: object) -> int | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class ResultReading:
     """What a returned value tells the attempt: the status, and the provider's receipt."""
 
     status: int
@@ -176,7 +176,7 @@ def _ref_and_hash(value: object) -> tuple[object, object]:
         return None, None
 
 
-def answer_of(value: object) -> Answer:
+def read_result(value: object) -> ResultReading:
     """Read a returned value: its status (200 when it carries none: the callee returned, so it
     claims success) and a receipt from its `id` (a dict's, an SDK object's, a JSON body's).
     A `request_hash` the provider echoes binds the receipt; nothing else is taken from the
@@ -185,7 +185,7 @@ def answer_of(value: object) -> Answer:
     status = status_of(value) or 200
     ref, echoed = _ref_and_hash(value)
     if not isinstance(ref, str | int) or isinstance(ref, bool) or not (0 < len(str(ref)) <= 255):
-        return Answer(status, None)
+        return ResultReading(status, None)
     bound = echoed if isinstance(echoed, str) and _HASH.match(echoed) else None
-    return Answer(status, MatchIn(provider_ref=str(ref), request_hash=bound)
+    return ResultReading(status, MatchIn(provider_ref=str(ref), request_hash=bound)
                   if 200 <= status < 300 else None)

@@ -33,7 +33,7 @@ from reconciler.client.http import ReconcilerClient
 from reconciler.core.domain import Carried, Effect, Outcome, Verdict
 from reconciler.core.errors import RetryRefusedError, ServiceError
 from reconciler.core.hashing import request_hash
-from reconciler.core.outcomes import answer_of, outcome_of, status_of
+from reconciler.core.outcomes import outcome_of, read_result, status_of
 from reconciler.core.schemas import AttemptIn, IntentIn, MatchIn, OperationOut, RetryIn, RetryOut
 from reconciler.effect.backends import EmbeddedBackend
 from reconciler.infra import tracing
@@ -205,8 +205,8 @@ class EffectCall:
         status: int | None = None
         receipt: MatchIn | None = None
         if error is None:
-            answer = answer_of(result)
-            status, receipt = answer.status, answer.receipt
+            reading = read_result(result)
+            status, receipt = reading.status, reading.receipt
             if self.site.receipt is not None:
                 receipt = _safely(self.site.receipt, result)
             outcome = Outcome.RESPONSE

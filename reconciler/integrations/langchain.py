@@ -24,7 +24,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from reconciler.core.outcomes import answer_of
+from reconciler.core.outcomes import read_result
 from reconciler.core.schemas import MatchIn
 from reconciler.integrations.tool_calls import ToolEffects, ToolOutcome
 
@@ -43,9 +43,9 @@ def tool_message_receipt(result: Any) -> MatchIn | None:
     if not isinstance(result, ToolMessage):
         return None
     if result.artifact is not None:
-        return answer_of(result.artifact).receipt
+        return read_result(result.artifact).receipt
     try:
-        return answer_of(json.loads(str(result.content))).receipt
+        return read_result(json.loads(str(result.content))).receipt
     except ValueError:
         return None
 

@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from probes.base import Probe, ProbeTarget
+from probes.base import Probe, ProbeResult, ProbeTarget
 from probes.runner import ProbeThreads, ref_returned, seen
 from reconciler.core.domain import Authority, Intent, Observation, Receipt
 from reconciler.core.ports import Leases, Round
@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 
 
 ProbeLookup = Callable[[str], Sequence[Probe]]
-Answer = Observation | Receipt
 
 
 @dataclass(eq=False, slots=True)
@@ -57,7 +56,7 @@ class _InFlight:
     intent: Intent
     target: ProbeTarget
     probes: deque[Probe]
-    evidence: list[Answer] = field(default_factory=list)
+    evidence: list[ProbeResult] = field(default_factory=list)
     #: The probe of each answer in `evidence`, in the same order.
     answered: list[Probe] = field(default_factory=list)
 
@@ -76,10 +75,10 @@ class _Calls:
     def __init__(self, threads: ProbeThreads, timeout_s: float,
                  clock: Callable[[], datetime]) -> None:
         self.threads, self.timeout_s, self.clock = threads, timeout_s, clock
-        self._answered: queue.SimpleQueue[Future[Answer]] = queue.SimpleQueue()
-        self._out: dict[Future[Answer], _Call] = {}
+        self._answered: queue.SimpleQueue[Future[ProbeResult]] = queue.SimpleQueue()
+        self._out: dict[Future[ProbeResult], _Call] = {}
         # Every call has the same limit, so cut-offs come in the order the calls went out.
-        self._cutoffs: deque[tuple[float, Future[Answer]]] = deque()
+        self._cutoffs: deque[tuple[float, Future[ProbeResult]]] = deque()
 
     def start(self, rnd: _InFlight) -> bool:
         """Call the round's next probe; False when it has none left (the round is done)."""
@@ -125,7 +124,7 @@ class _Calls:
             self._cutoffs.popleft()
         return max(self._cutoffs[0][0] - time.monotonic(), 0.0) if self._cutoffs else None
 
-    def _record(self, call: _Call, result: Answer, ended: list[_InFlight]) -> None:
+    def _record(self, call: _Call, result: ProbeResult, ended: list[_InFlight]) -> None:
         name = call.probe.name
         metrics.PROBE_DURATION.labels(name).observe(time.monotonic() - call.started)
         metrics.PROBE_REQUESTS.labels(call.rnd.target.provider, name).inc()
@@ -227,7 +226,7 @@ class Sweeper:
         metrics.ESCALATIONS.inc(escalated)
         return judgements, intents
 
-    def _seen(self, rnd: _InFlight) -> list[Answer]:
+    def _seen(self, rnd: _InFlight) -> list[ProbeResult]:
         """The round's evidence, each empty read held to what its probe could see (`seen`).
         Whether the provider returned a ref is asked of the store only for a probe that finds
         effects by one, and only once per round; a receipt of this round counts."""

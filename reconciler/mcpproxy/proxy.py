@@ -34,7 +34,7 @@ from mcp.shared.exceptions import MCPError
 
 from reconciler.client.effects import Recorder
 from reconciler.core.domain import Effect, Outcome, Verdict
-from reconciler.core.outcomes import answer_of
+from reconciler.core.outcomes import read_result
 from reconciler.core.schemas import MatchIn
 from reconciler.effect import current_call
 from reconciler.integrations.tool_calls import ToolEffects, ToolOutcome
@@ -84,9 +84,9 @@ def result_receipt(result: Any) -> MatchIn | None:
     if not isinstance(result, types.CallToolResult):
         return None
     text = next((c.text for c in result.content if isinstance(c, types.TextContent)), None)
-    found = answer_of(text).receipt if text else None
+    found = read_result(text).receipt if text else None
     if found is None and result.structured_content:
-        return answer_of(result.structured_content).receipt
+        return read_result(result.structured_content).receipt
     return found
 
 

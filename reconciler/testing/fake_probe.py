@@ -6,13 +6,12 @@ import threading
 from collections.abc import Callable
 from typing import TypeAlias
 
-from probes.base import ProbeTarget
-from reconciler.core.domain import Observation, Receipt
+from probes.base import ProbeResult, ProbeTarget
 from reconciler.core.sight import Sight
 
 #: One scripted answer: evidence to return, or an exception to raise (a probe breaking its
 #: contract, which the reconciler must turn into evidence of nothing).
-Answer: TypeAlias = Observation | Receipt | BaseException
+ScriptedResult: TypeAlias = ProbeResult | BaseException
 
 
 class FakeProbe:
@@ -32,8 +31,8 @@ class FakeProbe:
     frozenset({Carried.IDEMPOTENCY_KEY}))`.
     """
 
-    def __init__(self, *script: Answer,
-                 answer: Callable[[ProbeTarget], Observation | Receipt] | None = None,
+    def __init__(self, *script: ScriptedResult,
+                 answer: Callable[[ProbeTarget], ProbeResult] | None = None,
                  name: str = "fake", sight: Sight | None = None) -> None:
         if bool(script) == (answer is not None):
             raise ValueError("a FakeProbe takes scripted answers or an `answer` function")
@@ -44,7 +43,7 @@ class FakeProbe:
         self._answer = answer
         self._lock = threading.Lock()
 
-    def probe(self, target: ProbeTarget) -> Observation | Receipt:
+    def probe(self, target: ProbeTarget) -> ProbeResult:
         with self._lock:
             self.calls.append(target)
             reply = self._script.pop(0) if len(self._script) > 1 else None
