@@ -15,9 +15,10 @@ import pytest
 from reconciler.client.effects import Recorder
 from reconciler.integrations.tool_calls import ToolEffects
 from reconciler.runtime import continuation
-from reconciler.sandbox import ManualClock, RunningSandbox
+from reconciler.sandbox import RunningSandbox
 from reconciler.sandbox.credentials import SANDBOX_ENV, SandboxAuth
 from reconciler.store.sealing import KEY_ENV, new_key
+from reconciler.testing import ManualClock
 from reconciler.testing.patience import PATIENCE_S
 
 from databases import pg_unreachable

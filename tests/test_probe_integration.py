@@ -31,11 +31,12 @@ from reconciler.core.verdicts import Finding
 from reconciler.demo.agent import SHAPES, dispatch, plan_intent
 from reconciler.ledger import Ledger
 from reconciler.ledger.sweep import Sweeper
-from reconciler.sandbox import ManualClock, RunningSandbox, running_sandbox
+from reconciler.sandbox import RunningSandbox, running_sandbox
 from reconciler.sandbox.credentials import SANDBOX_ENV
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
+from reconciler.testing import ManualClock
 
 A, NA = Verdict.VERIFIED_APPLIED, Verdict.VERIFIED_NOT_APPLIED
 FS, DUP, IND = Verdict.FALSE_SUCCESS, Verdict.DUPLICATE_EFFECT, Verdict.INDETERMINATE

@@ -16,8 +16,9 @@ from probes.errors import ProbeConfigError
 from probes.http_json import HttpJsonProbe, http_json
 from probes.recipes import recipe_factory
 from reconciler.core.domain import Authority, Match, Observation
-from reconciler.sandbox import ManualClock, RunningSandbox
+from reconciler.sandbox import RunningSandbox
 from reconciler.sandbox.credentials import SANDBOX_ENV
+from reconciler.testing import ManualClock
 
 from probe_harness import BASE, OP, Handler, answer, charge, observe, probe, target
 

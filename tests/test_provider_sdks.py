@@ -23,7 +23,8 @@ from githubkit.exception import RequestTimeout
 from stripe.params import PaymentIntentCreateParams, PaymentIntentSearchParams
 
 from reconciler.core.domain import Authority, Match
-from reconciler.sandbox import ManualClock, RunningSandbox
+from reconciler.sandbox import RunningSandbox
+from reconciler.testing import ManualClock
 from reconciler.testing.sandbox import on_manual_clock
 
 from sandbox_harness import wait_until

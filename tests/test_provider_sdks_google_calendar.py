@@ -26,7 +26,8 @@ from probes.recipes import recipe_factory
 from probes.sight import finds_by, needs
 from reconciler.core.domain import Authority, Carried, Match, Observation
 from reconciler.core.hashing import request_hash
-from reconciler.sandbox import ManualClock, RunningSandbox
+from reconciler.sandbox import RunningSandbox
+from reconciler.testing import ManualClock
 
 HOLD_S = 2.0
 SDK_TIMEOUT_S = 0.5

@@ -11,7 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from reconciler.sandbox import ManualClock, SandboxState, running_sandbox
+from reconciler.sandbox import SandboxState, running_sandbox
+from reconciler.testing import ManualClock
 
 from sandbox_harness import JSON, PAY, configure, stored, wait_until, write
 

@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from reconciler.core.hashing import request_hash
-from reconciler.sandbox import ManualClock, RunningSandbox
+from reconciler.sandbox import RunningSandbox
+from reconciler.testing import ManualClock
 from reconciler.testing.patience import PATIENCE_S
 
 from sandbox_harness import PAY, configure, stored, wait_until, write

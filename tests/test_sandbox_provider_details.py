@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import httpx
 
-from reconciler.sandbox import ManualClock
+from reconciler.testing import ManualClock
 
 from sandbox_harness import CHAT, ISSUES, MAIL, write
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from reconciler.sandbox import ManualClock
+from reconciler.testing import ManualClock
 
 from sandbox_harness import (
     CHAT,

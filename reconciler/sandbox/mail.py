@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
-from reconciler.sandbox.clock import rfc3339
 from reconciler.sandbox.credentials import postmark_token
 from reconciler.sandbox.faults import Faults, perform_write, requested_faults
 from reconciler.sandbox.state import JSONObject
@@ -21,6 +21,12 @@ PROVIDER = "mail"
 #: (`/email`) to the host, dropping any path of a base URL.
 router = APIRouter(tags=["email"],
                    dependencies=[Depends(postmark_token), Depends(reads_available)])
+
+
+def rfc3339(unix_s: float) -> str:
+    """Postmark's timestamps: RFC 3339 in UTC, to the microsecond."""
+    stamp = datetime.fromtimestamp(unix_s, UTC).isoformat(timespec="microseconds")
+    return stamp.replace("+00:00", "Z")
 
 
 def _invalid() -> JSONResponse:

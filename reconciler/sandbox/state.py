@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from reconciler.sandbox.clock import Clock, SystemClock
+from reconciler.infra.clock import Clock, SystemClock
 from reconciler.sandbox.holds import Holds
 
 JSONObject = dict[str, Any]

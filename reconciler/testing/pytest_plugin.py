@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from reconciler.infra.clock import ManualClock
 from reconciler.sandbox import RunningSandbox, running_sandbox
-from reconciler.sandbox.clock import ManualClock
 from reconciler.testing.sandbox import on_manual_clock
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from reconciler.infra.clock import ManualClock
 from reconciler.sandbox import RunningSandbox, running_sandbox
-from reconciler.sandbox.clock import ManualClock
 
 
 def on_manual_clock(sandbox: RunningSandbox, clock: ManualClock | None = None) -> ManualClock:

@@ -1,8 +1,10 @@
-"""The sandbox's notion of "now", injectable so tests can move time instead of sleeping.
+"""The clocks: real time, and the manual clocks tests move instead of sleeping.
 
-`ManualClock` is the one manual clock of the project (`reconciler.testing` exports it): the
-ledger, the probes and the sweeper read it as a `() -> datetime` callable, the sandbox reads the
-same instant in Unix seconds through `now()`, so one `advance` moves every party at once.
+Low in the shell so that every part reading time can take one: the ledger, the sweep and the
+probes read a `() -> datetime` callable, the sandbox a `Clock` (Unix seconds through `now()`),
+deadlines and budgets a `() -> float` monotonic callable. `ManualClock` serves the first two at
+once (one `advance` moves every party), `ManualMonotonic` the third; `reconciler.testing`
+exports both as the testing kit's clocks.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class Clock(Protocol):
-    """Unix time in seconds, as the fake providers see it."""
+    """Unix time in seconds, as the sandbox's fake providers see it."""
 
     def now(self) -> float: ...
 
@@ -66,13 +68,40 @@ class ManualClock:
             self._now = _aware(when)
 
 
+class ManualMonotonic:
+    """A `time.monotonic` stand-in that moves only when a test says so, from any thread.
+
+    Call it for the reading (pass it where code takes a `monotonic` callable, e.g.
+    `probes.budget.Budget(monotonic=...)`); `advance` moves it; `sleep` moves it at once by the
+    time asked and notes the request in `slept`, for code that takes a `sleep` beside its
+    clock. It starts at an arbitrary 1000 s, as the real one starts at an arbitrary point: only
+    differences between readings mean anything.
+    """
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self._lock = threading.Lock()
+        self._now = start
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> None:
+        """Move forward by `seconds` (a monotonic clock never goes back)."""
+        if seconds < 0:
+            raise ValueError(f"cannot advance a monotonic clock by {seconds} s")
+        with self._lock:
+            self._now += seconds
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep without waiting: the time passes at once."""
+        self.advance(seconds)
+        with self._lock:
+            self.slept.append(seconds)
+
+
 def _aware(when: datetime) -> datetime:
     if when.tzinfo is None or when.utcoffset() is None:
         raise ValueError(f"a clock needs a timezone-aware time, got {when.isoformat()}")
     return when.astimezone(UTC)
-
-
-def rfc3339(unix_s: float) -> str:
-    """The UTC timestamp format Postmark and GitHub answer with."""
-    stamp = datetime.fromtimestamp(unix_s, UTC).isoformat(timespec="microseconds")
-    return stamp.replace("+00:00", "Z")
