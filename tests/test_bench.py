@@ -179,11 +179,17 @@ def test_console_list_pages_are_measured_beside_the_no_op_on_the_same_server(
     assert {f"{kind} {page}" for kind in kinds for page in pages} <= set(outcome.latencies)
 
 
-def test_reconciliation_decides_every_due_operation_and_compares_with_the_bound(
+def test_reconcile_decides_every_due_operation_over_both_probe_wires_against_the_bound(
         tmp_path: Path) -> None:
     outcome = run_tiny(reconcile.run, tmp_path)
     assert_measured(outcome, 1)
     assert "sweep: due to verdict" in outcome.latencies
+    # Issue 35: aiohttp measured as the probe wire, in rounds alternating with the product's,
+    # each figure a median with its range, and the rule's outcome said.
+    for wire in reconcile.WIRES:
+        assert any(f.startswith(f"{wire} wire, sweep: ") for f in outcome.figures)
+    assert any(f.startswith("aiohttp vs the product's wire") for f in outcome.figures)
+    assert any("issue 35's rule" in note for note in outcome.notes)
 
 
 def test_scale_compares_lookups_on_two_store_sizes_and_samples_memory_while_sweeping(
