@@ -11,7 +11,7 @@ process (`bench.loadgen`, keep-alive HTTP/1.1 on loopback). Per endpoint:
   endpoint and its floor (the no-op too, in the first endpoint's rounds: a printed reference);
   CPU per request is the server process's CPU time (user + system, /proc/<pid>/stat) over a
   round divided by the answers in it (the warm-up's included), and the target is on the median
-  of the rounds' ratios, every round's ratio printed;
+  of the rounds' ratios, every round's figures printed;
 - latency against rate: open loop at 25, 50 and 75% of the endpoint's capacity, the endpoint and
   its floor at the same rate in alternating rounds, latency counted from each request's
   scheduled send time (no coordinated omission); p99 against the floor's at each rate, and at
@@ -273,7 +273,7 @@ def compare(out: Outcome, sidecar: ServerProcess, endpoint: Endpoint, sizes: Siz
                    f"request, {admitted_per_s(noop_rounds):,.0f}/s, in the first endpoint's "
                    f"rounds; no target since issue 35): {cpu_us(ours) / noop_us:.2f}x, its "
                    f"floor {cpu_us(floors) / noop_us:.2f}x")
-    refusals(out, f"{short}, closed loop", ours + floors)
+    refusals(out, f"{short}, closed loop", [r.tally for r in ours + floors])
     out.ratio(f"{short} CPU per request vs its durable floor (median of {spread(cpu_ratios)})",
               statistics.median(cpu_ratios), CPU_TARGET,
               higher_is_better=False)
@@ -360,9 +360,8 @@ def measure(sidecar: ServerProcess, spec: Spec, feed: Feed, most: int) -> Round:
     return Round(tally, cpu_s)
 
 
-def refusals(out: Outcome, what: str, runs: list[Round] | list[Tally]) -> None:
+def refusals(out: Outcome, what: str, tallies: list[Tally]) -> None:
     """A figure for 503 `overloaded` answers, when there were any."""
-    tallies = [r.tally if isinstance(r, Round) else r for r in runs]
     refused = sum(t.bad_statuses.get("503", 0) for t in tallies)
     if refused:
         out.figure(f"{what}: {refused:,} of {sum(t.requests for t in tallies):,} requests "
