@@ -8,6 +8,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -18,11 +19,11 @@ from reconciler.runtime import continuation
 from reconciler.sandbox import RunningSandbox
 from reconciler.sandbox.credentials import SANDBOX_ENV, SandboxAuth
 from reconciler.store.sealing import KEY_ENV, new_key
-from reconciler.testing import ManualClock
+from reconciler.testing import ManualClock, ManualMonotonic
 from reconciler.testing.patience import PATIENCE_S
 
 from databases import pg_unreachable
-from runtime_harness import Monotonic, World, open_world
+from runtime_harness import World, open_world
 from service_harness import database
 
 # The testing kit's fixtures: `clock` (a fresh ManualClock), `sandbox` (one sandbox server per
@@ -83,10 +84,11 @@ def world() -> Iterator[World]:
 
 
 @pytest.fixture
-def mono(monkeypatch: pytest.MonkeyPatch) -> Monotonic:
-    """A monotonic clock the runtime's continuation deadlines read, moved by the test."""
-    fake = Monotonic()
-    monkeypatch.setattr(continuation, "time", fake)
+def mono(monkeypatch: pytest.MonkeyPatch) -> ManualMonotonic:
+    """A monotonic clock the runtime's continuation deadlines read, moved by the test (the
+    module reads `time.monotonic()`: its `time` is replaced by one whose monotonic is this)."""
+    fake = ManualMonotonic()
+    monkeypatch.setattr(continuation, "time", SimpleNamespace(monotonic=fake))
     return fake
 
 

@@ -280,13 +280,3 @@ def crashed(world: World, tool: FakeTool, point: str, **config: Any) -> str:
 
 def first_call(view: RunView) -> CallView:
     return view.calls[FIRST]
-
-
-class Monotonic:
-    """time.monotonic for the continuation module only, moved by the tools."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now

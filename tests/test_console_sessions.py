@@ -24,6 +24,7 @@ from reconciler.service.credentials import Credential, Keyring, credential
 from reconciler.service.ui.access import ABSOLUTE_S, IDLE_S, KEY_ENV, SESSION_COOKIE, Access
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
+from reconciler.testing import ManualClock
 from reconciler.testing.patience import PATIENCE_S
 
 from builders import OP, intent
@@ -104,14 +105,6 @@ def test_a_session_ends_when_its_credential_is_removed_or_changed(
     assert not store.facts(OP).of(Resolution)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def request_with(cookie: str) -> Request:
     return Request({"type": "http", "method": "GET", "path": "/ui/queue", "headers": [
         (b"cookie", f"{SESSION_COOKIE}={cookie}".encode())]})
@@ -123,38 +116,39 @@ def cookie_of(response: Response) -> str:
     return found.group(1)
 
 
-def opened(clock: Clock) -> tuple[Access, str]:
-    access = Access(Keyring([alice()]), key="k" * 32, clock=clock)
+def opened(clock: ManualClock) -> tuple[Access, str]:
+    access = Access(Keyring([alice()]), key="k" * 32, clock=clock.now)
     response = Response()
     access.keep(response, access.new_session("alice"), secure=False)
     return access, cookie_of(response)
 
 
 def test_a_session_ends_when_idle_too_long() -> None:
-    clock = Clock()
+    clock = ManualClock()
     access, cookie = opened(clock)
-    clock.now += IDLE_S - 1
+    clock.advance(IDLE_S - 1)
     assert access.session(request_with(cookie)) is not None
-    clock.now += 2
+    clock.advance(2)
     assert access.session(request_with(cookie)) is None
 
 
 def test_each_page_restarts_the_idle_clock_until_the_absolute_lifetime() -> None:
-    clock = Clock()
+    clock = ManualClock()
     access, cookie = opened(clock)
+    started = clock.now()
     for _ in range(ABSOLUTE_S // (IDLE_S - 1) + 2):
-        clock.now += IDLE_S - 1
+        clock.advance(IDLE_S - 1)
         session = access.session(request_with(cookie))
         if session is None:
             break
         response = Response()
         access.keep(response, session, secure=False)
         cookie = cookie_of(response)
-    assert ABSOLUTE_S < clock.now - 1_000_000.0 <= ABSOLUTE_S + IDLE_S
+    assert ABSOLUTE_S < clock.now() - started <= ABSOLUTE_S + IDLE_S
 
 
 def test_a_session_cookie_holds_neither_the_token_nor_its_hash() -> None:
-    _, cookie = opened(Clock())
+    _, cookie = opened(ManualClock())
     payload = URLSafeSerializer("k" * 32, salt="reconciler-console").loads(cookie)
     assert set(payload) == {"operator", "csrf", "issued", "seen", "bound"}
     text = json.dumps(payload)

@@ -10,47 +10,35 @@ from probes.budget import Budget, BudgetSpent
 from probes.http_json import HttpJsonProbe
 from probes.recipes import recipe_factory
 from reconciler.core.domain import Authority
+from reconciler.testing import ManualMonotonic
 
 from probe_harness import observe
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.slept: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
 def test_a_budget_lets_a_burst_through_then_paces_requests_to_its_rate() -> None:
-    clock = Clock()
-    budget = Budget(per_minute=60, burst=2, monotonic=clock.monotonic)
+    clock = ManualMonotonic()
+    budget = Budget(per_minute=60, burst=2, monotonic=clock)
     for _ in range(3):
-        budget.take(deadline=clock.now + 10, sleep=clock.sleep)
+        budget.take(deadline=clock() + 10, sleep=clock.sleep)
     assert clock.slept == [pytest.approx(1.0)]  # the third waited for one token at 1/s
 
 
 def test_a_request_the_budget_cannot_fit_before_the_deadline_is_refused_without_waiting() -> None:
-    clock = Clock()
-    budget = Budget(per_minute=1, burst=1, monotonic=clock.monotonic)
-    budget.take(deadline=clock.now + 5, sleep=clock.sleep)
+    clock = ManualMonotonic()
+    budget = Budget(per_minute=1, burst=1, monotonic=clock)
+    budget.take(deadline=clock() + 5, sleep=clock.sleep)
     with pytest.raises(BudgetSpent):
-        budget.take(deadline=clock.now + 5, sleep=clock.sleep)
+        budget.take(deadline=clock() + 5, sleep=clock.sleep)
     assert clock.slept == []
 
 
 def test_a_pause_the_provider_asked_for_holds_every_probe_sharing_the_budget() -> None:
-    clock = Clock()
-    budget = Budget(per_minute=600, burst=10, monotonic=clock.monotonic)
+    clock = ManualMonotonic()
+    budget = Budget(per_minute=600, burst=10, monotonic=clock)
     budget.close_for(30)
     with pytest.raises(BudgetSpent):
-        budget.take(deadline=clock.now + 29, sleep=clock.sleep)
-    budget.take(deadline=clock.now + 31, sleep=clock.sleep)
+        budget.take(deadline=clock() + 29, sleep=clock.sleep)
+    budget.take(deadline=clock() + 31, sleep=clock.sleep)
     assert clock.slept == [pytest.approx(30.0)]
 
 

@@ -22,12 +22,12 @@ from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.processes import run_process
 from reconciler.runtime.scripted import call, say, tool_use
 from reconciler.runtime.tools import ToolCall, ToolOutput, operation_id
+from reconciler.testing import ManualMonotonic
 
 from runtime_harness import (
     DEADLINE_S,
     FIRST,
     FakeTool,
-    Monotonic,
     World,
     first_call,
     gone,
@@ -179,12 +179,12 @@ def test_a_run_cancelled_by_another_worker_stops_the_one_advancing_it(world: Wor
 
 
 def test_a_cancel_that_arrives_as_the_run_pauses_still_cancels_it(
-        world: World, mono: Monotonic) -> None:
+        world: World, mono: ManualMonotonic) -> None:
     async def last_step(tool_call: ToolCall) -> ToolOutput:
         # The cancel comes in as this call ends, and the deadline has come too: the loop
         # pauses without another model or tool call that would notice the signal.
         cancelling.append(asyncio.ensure_future(rt.cancel(tool_call.run_id, "user stop")))
-        mono.now += 100
+        mono.advance(100)
         return ToolOutput("ok")
 
     cancelling: list[asyncio.Future[RunView]] = []
@@ -194,7 +194,7 @@ def test_a_cancel_that_arrives_as_the_run_pauses_still_cancels_it(
     run_id = world.start(rt)
 
     async def scenario() -> RunView:
-        await rt.advance(run_id, deadline=mono.now + 10)
+        await rt.advance(run_id, deadline=mono() + 10)
         return await cancelling[0]
 
     view = run(scenario())

@@ -11,10 +11,10 @@ from reconciler.runtime.continuation import new_request_id, run_of_request
 from reconciler.runtime.loop import AgentRuntime
 from reconciler.runtime.scripted import call, say, tool_use
 from reconciler.runtime.tools import ToolCall, ToolOutput
+from reconciler.testing import ManualMonotonic
 
 from runtime_harness import (
     FakeTool,
-    Monotonic,
     World,
     lookup,
     run,
@@ -25,18 +25,18 @@ S = RunState
 
 
 
-def paused(world: World, mono: Monotonic) -> tuple[AgentRuntime, str, str, FakeTool]:
+def paused(world: World, mono: ManualMonotonic) -> tuple[AgentRuntime, str, str, FakeTool]:
     """A run paused between its two tool calls: each takes 9 s, the deadline is 10 s away and
     2 s are kept in reserve. (run id, continue request id, tool)."""
     async def slow(tool_call: ToolCall) -> ToolOutput:
-        mono.now += 9
+        mono.advance(9)
         return ToolOutput("ok")
 
     tool = lookup(action=slow)
     script = [call(tool_use("lookup", {"n": 1}), tool_use("lookup", {"n": 2})), say("done")]
     rt = world.runtime(script, [tool.tool])
     run_id = world.start(rt, step_reserve_s=2.0)
-    advanced = run(rt.advance(run_id, deadline=mono.now + 10))
+    advanced = run(rt.advance(run_id, deadline=mono() + 10))
     request = advanced.continue_request
     assert request is not None and advanced.view.continue_request == request.id
     assert (request.type, request.run_id, request.tool_steps) == (
@@ -46,30 +46,30 @@ def paused(world: World, mono: Monotonic) -> tuple[AgentRuntime, str, str, FakeT
 
 
 def test_a_run_near_its_deadline_pauses_and_continues_on_the_matching_id(
-        world: World, mono: Monotonic) -> None:
+        world: World, mono: ManualMonotonic) -> None:
     rt, run_id, request_id, tool = paused(world, mono)
-    advanced = run(rt.continue_(run_id, request_id, deadline=mono.now + 100))
+    advanced = run(rt.continue_(run_id, request_id, deadline=mono() + 100))
     assert advanced.continue_request is None
     assert (advanced.view.state, advanced.view.output) == (S.COMPLETED, "done")
     assert [c.input for c in tool.calls] == [{"n": 1}, {"n": 2}]
 
 
-def test_a_paused_run_waits_for_its_continue_response(world: World, mono: Monotonic) -> None:
+def test_a_paused_run_waits_for_its_continue_response(world: World, mono: ManualMonotonic) -> None:
     rt, run_id, request_id, tool = paused(world, mono)
     before = world.journal.events(run_id)
-    again = run(rt.advance(run_id, deadline=mono.now + 100))
+    again = run(rt.advance(run_id, deadline=mono() + 100))
     assert again.continue_request is not None and again.continue_request.id == request_id
     assert world.journal.events(run_id) == before and len(tool.calls) == 1
 
 
 def test_a_mismatched_or_replayed_continue_response_is_refused(world: World,
-                                                               mono: Monotonic) -> None:
+                                                               mono: ManualMonotonic) -> None:
     rt, run_id, request_id, _ = paused(world, mono)
     before = world.journal.events(run_id)
     with pytest.raises(ContinuationError, match="does not match"):
         run(rt.continue_(run_id, "cont_other"))
     assert world.journal.events(run_id) == before
-    run(rt.continue_(run_id, request_id, deadline=mono.now + 100))
+    run(rt.continue_(run_id, request_id, deadline=mono() + 100))
     with pytest.raises(ContinuationError, match="answered already"):
         run(rt.continue_(run_id, request_id))
 
@@ -82,19 +82,19 @@ def test_a_continue_response_without_a_pending_request_is_refused(world: World) 
 
 
 def test_a_deadline_inside_the_step_reserve_still_makes_one_step_per_request(
-        world: World, mono: Monotonic) -> None:
+        world: World, mono: ManualMonotonic) -> None:
     """deadline_s <= step_reserve_s once paused before the first step, and every continue
     paused again with nothing done. Now each request makes one step, then pauses."""
     tool = lookup()
     rt = world.runtime([call(tool_use("lookup", {"n": 1})), say("done")], [tool.tool])
     run_id = world.start(rt, step_reserve_s=2.0)
-    advanced = run(rt.advance(run_id, deadline=mono.now + 1))
+    advanced = run(rt.advance(run_id, deadline=mono() + 1))
     progress = [len(world.journal.events(run_id))]
     for _ in range(5):
         if advanced.continue_request is None:
             break
         advanced = run(rt.continue_(run_id, advanced.continue_request.id,
-                                    deadline=mono.now + 0.5))
+                                    deadline=mono() + 0.5))
         progress.append(len(world.journal.events(run_id)))
     assert (advanced.view.state, advanced.view.output) == (S.COMPLETED, "done")
     assert len(tool.calls) == 1
