@@ -64,7 +64,7 @@ import httpx
 
 from probes.base import Probe
 from reconciler.chaos.worker import Kill, killer
-from reconciler.client.calls import Reply
+from reconciler.client.calls import RecordedOut
 from reconciler.client.effects import Recorder
 from reconciler.core.errors import RetryRefusedError
 from reconciler.core.hashing import request_hash
@@ -159,10 +159,10 @@ class KillingRecorder:
         self.hook(f"after {name}", "", None)
         return result
 
-    def record_intent(self, intent: IntentIn) -> Reply[OperationOut]:
+    def record_intent(self, intent: IntentIn) -> RecordedOut[OperationOut]:
         return self._around("record_intent", intent)  # type: ignore[no-any-return]
 
-    def record_attempt(self, operation_id: str, attempt: AttemptIn) -> Reply[OperationOut]:
+    def record_attempt(self, operation_id: str, attempt: AttemptIn) -> RecordedOut[OperationOut]:
         return self._around("record_attempt", operation_id, attempt)  # type: ignore[no-any-return]
 
     def reconcile(self, operation_id: str) -> OperationOut:

@@ -24,7 +24,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from reconciler.client import ReconcilerClient, Reply
+from reconciler.client import ReconcilerClient, RecordedOut
 from reconciler.core.domain import (
     Attempt,
     Authority,
@@ -277,7 +277,7 @@ class _Stalling(ReconcilerClient):
         super().__init__(url)
         self.meanwhile = meanwhile
 
-    def record_attempt(self, operation_id: str, attempt: AttemptIn) -> Reply[OperationOut]:
+    def record_attempt(self, operation_id: str, attempt: AttemptIn) -> RecordedOut[OperationOut]:
         if attempt.outcome is Outcome.DISPATCHING and attempt.attempt >= 2:
             time.sleep(HTTP_TTL_S + 0.3)  # past its lease
             self.meanwhile()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from reconciler.client.calls import Reply
+from reconciler.client.calls import RecordedOut
 from reconciler.client.effects import AsyncTrackedEffect, TrackedEffect
 from reconciler.client.http import AsyncReconcilerClient, ReconcilerClient
 from reconciler.core.domain import Carried, Effect
@@ -41,7 +41,7 @@ __all__ = [
     "AsyncReconcilerClient",
     "AsyncTrackedEffect",
     "ReconcilerClient",
-    "Reply",
+    "RecordedOut",
     "TrackedEffect",
     "intent",
     "outcome_of",

@@ -40,7 +40,7 @@ OVERLOAD_DEADLINE_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
-class Reply(Generic[T]):
+class RecordedOut(Generic[T]):
     """An answer to a recording call: the operation as it now stands, and whether the call
     created something (False for an identical repeat)."""
 
@@ -109,10 +109,10 @@ def _model(model: type[BaseModel], operation_id: str | None) -> Callable[[httpx.
     return read
 
 
-def _recorded(operation_id: str) -> Callable[[httpx.Response], Reply[OperationOut]]:
-    def read(response: httpx.Response) -> Reply[OperationOut]:
+def _recorded(operation_id: str) -> Callable[[httpx.Response], RecordedOut[OperationOut]]:
+    def read(response: httpx.Response) -> RecordedOut[OperationOut]:
         if response.is_success:
-            return Reply(OperationOut.model_validate_json(response.content),
+            return RecordedOut(OperationOut.model_validate_json(response.content),
                             response.status_code == 201)
         error = _problem(response, operation_id)
         if error.problem.get("type") == NOT_GRANTED:
@@ -140,17 +140,17 @@ def _op(operation_id: str, suffix: str = "") -> str:
     return f"/v1/operations/{quote(operation_id, safe='')}{suffix}"
 
 
-def record_intent(intent: IntentIn) -> Call[Reply[OperationOut]]:
+def record_intent(intent: IntentIn) -> Call[RecordedOut[OperationOut]]:
     return Call("POST", "/v1/operations", _recorded(intent.operation_id), None, intent)
 
 
-def record_attempt(operation_id: str, attempt: AttemptIn) -> Call[Reply[OperationOut]]:
+def record_attempt(operation_id: str, attempt: AttemptIn) -> Call[RecordedOut[OperationOut]]:
     return Call("POST", _op(operation_id, "/attempts"), _recorded(operation_id), operation_id,
                 attempt)
 
 
 def record_evidence(operation_id: str,
-                    evidence: ReceiptIn | ObservationIn) -> Call[Reply[OperationOut]]:
+                    evidence: ReceiptIn | ObservationIn) -> Call[RecordedOut[OperationOut]]:
     return Call("POST", _op(operation_id, "/evidence"), _recorded(operation_id), operation_id,
                 evidence)
 
@@ -169,12 +169,12 @@ def reconcile(operation_id: str) -> Call[OperationOut]:
                 operation_id)
 
 
-def resolve(operation_id: str, resolution: ResolutionIn) -> Call[Reply[OperationOut]]:
+def resolve(operation_id: str, resolution: ResolutionIn) -> Call[RecordedOut[OperationOut]]:
     return Call("POST", _op(operation_id, "/resolution"), _recorded(operation_id),
                 operation_id, resolution)
 
 
-def approve(operation_id: str, approval: ApprovalIn) -> Call[Reply[OperationOut]]:
+def approve(operation_id: str, approval: ApprovalIn) -> Call[RecordedOut[OperationOut]]:
     return Call("POST", _op(operation_id, "/approval"), _recorded(operation_id), operation_id,
                 approval)
 

@@ -29,7 +29,7 @@ from typing import Protocol, Self
 
 import httpx
 
-from reconciler.client.calls import Reply
+from reconciler.client.calls import RecordedOut
 from reconciler.core.domain import Outcome
 from reconciler.core.errors import RetryNotGrantedError, RetryRefusedError
 from reconciler.core.outcomes import outcome_of, status_of
@@ -41,9 +41,10 @@ ReceiptReader = Callable[[httpx.Response], MatchIn | None]
 class Recorder(Protocol):
     """What a tracked effect needs of a client (`ReconcilerClient` is one)."""
 
-    def record_intent(self, intent: IntentIn) -> Reply[OperationOut]: ...
+    def record_intent(self, intent: IntentIn) -> RecordedOut[OperationOut]: ...
 
-    def record_attempt(self, operation_id: str, attempt: AttemptIn) -> Reply[OperationOut]: ...
+    def record_attempt(self, operation_id: str,
+                       attempt: AttemptIn) -> RecordedOut[OperationOut]: ...
 
     def reconcile(self, operation_id: str) -> OperationOut: ...
 
@@ -53,10 +54,10 @@ class Recorder(Protocol):
 class AsyncRecorder(Protocol):
     """What an async tracked effect needs of a client (`AsyncReconcilerClient` is one)."""
 
-    async def record_intent(self, intent: IntentIn) -> Reply[OperationOut]: ...
+    async def record_intent(self, intent: IntentIn) -> RecordedOut[OperationOut]: ...
 
     async def record_attempt(self, operation_id: str,
-                             attempt: AttemptIn) -> Reply[OperationOut]: ...
+                             attempt: AttemptIn) -> RecordedOut[OperationOut]: ...
 
     async def reconcile(self, operation_id: str) -> OperationOut: ...
 

@@ -18,7 +18,7 @@ from typing import Any, Self, TypeVar
 import httpx
 
 from reconciler.client import calls
-from reconciler.client.calls import OVERLOAD_DEADLINE_S, Call, Reply, overload_wait
+from reconciler.client.calls import OVERLOAD_DEADLINE_S, Call, RecordedOut, overload_wait
 from reconciler.client.effects import AsyncTrackedEffect, ReceiptReader, TrackedEffect
 from reconciler.core.schemas import (
     ApprovalIn,
@@ -67,14 +67,14 @@ class ReconcilerClient:
                 return call.parse(response)
             time.sleep(wait)
 
-    def record_intent(self, intent: IntentIn) -> Reply[OperationOut]:
+    def record_intent(self, intent: IntentIn) -> RecordedOut[OperationOut]:
         return self.send(calls.record_intent(intent))
 
-    def record_attempt(self, operation_id: str, attempt: AttemptIn) -> Reply[OperationOut]:
+    def record_attempt(self, operation_id: str, attempt: AttemptIn) -> RecordedOut[OperationOut]:
         return self.send(calls.record_attempt(operation_id, attempt))
 
     def record_evidence(self, operation_id: str,
-                        evidence: ReceiptIn | ObservationIn) -> Reply[OperationOut]:
+                        evidence: ReceiptIn | ObservationIn) -> RecordedOut[OperationOut]:
         return self.send(calls.record_evidence(operation_id, evidence))
 
     def get(self, operation_id: str) -> OperationOut:
@@ -86,10 +86,10 @@ class ReconcilerClient:
     def reconcile(self, operation_id: str) -> OperationOut:
         return self.send(calls.reconcile(operation_id))
 
-    def resolve(self, operation_id: str, resolution: ResolutionIn) -> Reply[OperationOut]:
+    def resolve(self, operation_id: str, resolution: ResolutionIn) -> RecordedOut[OperationOut]:
         return self.send(calls.resolve(operation_id, resolution))
 
-    def approve(self, operation_id: str, approval: ApprovalIn) -> Reply[OperationOut]:
+    def approve(self, operation_id: str, approval: ApprovalIn) -> RecordedOut[OperationOut]:
         return self.send(calls.approve(operation_id, approval))
 
     def list(self, *, verdict: str | None = None, escalated: bool | None = None,
@@ -131,15 +131,15 @@ class AsyncReconcilerClient:
                 return call.parse(response)
             await asyncio.sleep(wait)
 
-    async def record_intent(self, intent: IntentIn) -> Reply[OperationOut]:
+    async def record_intent(self, intent: IntentIn) -> RecordedOut[OperationOut]:
         return await self.send(calls.record_intent(intent))
 
     async def record_attempt(self, operation_id: str,
-                             attempt: AttemptIn) -> Reply[OperationOut]:
+                             attempt: AttemptIn) -> RecordedOut[OperationOut]:
         return await self.send(calls.record_attempt(operation_id, attempt))
 
     async def record_evidence(self, operation_id: str,
-                              evidence: ReceiptIn | ObservationIn) -> Reply[OperationOut]:
+                              evidence: ReceiptIn | ObservationIn) -> RecordedOut[OperationOut]:
         return await self.send(calls.record_evidence(operation_id, evidence))
 
     async def get(self, operation_id: str) -> OperationOut:
@@ -152,10 +152,10 @@ class AsyncReconcilerClient:
         return await self.send(calls.reconcile(operation_id))
 
     async def resolve(self, operation_id: str,
-                      resolution: ResolutionIn) -> Reply[OperationOut]:
+                      resolution: ResolutionIn) -> RecordedOut[OperationOut]:
         return await self.send(calls.resolve(operation_id, resolution))
 
-    async def approve(self, operation_id: str, approval: ApprovalIn) -> Reply[OperationOut]:
+    async def approve(self, operation_id: str, approval: ApprovalIn) -> RecordedOut[OperationOut]:
         return await self.send(calls.approve(operation_id, approval))
 
     async def list(self, *, verdict: str | None = None, escalated: bool | None = None,

@@ -13,7 +13,7 @@ from datetime import UTC
 from pathlib import Path
 
 from probes.base import Probe
-from reconciler.client.calls import Reply
+from reconciler.client.calls import RecordedOut
 from reconciler.core.domain import Attempt, Intent, Match, ProviderContract
 from reconciler.core.schedule import SweepPolicy
 from reconciler.core.schemas import AttemptIn, IntentIn, OperationOut, RetryIn, RetryOut
@@ -54,15 +54,15 @@ class EmbeddedBackend:
     def _out(self, judgement: Judgement) -> OperationOut:
         return operation_out(judgement, judgement.escalated)
 
-    def record_intent(self, intent: IntentIn) -> Reply[OperationOut]:
+    def record_intent(self, intent: IntentIn) -> RecordedOut[OperationOut]:
         recorded = self.ledger.record_intent(Intent(
             intent.operation_id, intent.request_hash, intent.idempotency_key, intent.provider,
             intent.action, intent.effect, self.ledger.clock(), intent.run_id,
             intent.tool_call_id, dict(intent.correlation),
             None if intent.carries is None else frozenset(intent.carries)))
-        return Reply(self._out(recorded.judgement), recorded.created)
+        return RecordedOut(self._out(recorded.judgement), recorded.created)
 
-    def record_attempt(self, operation_id: str, attempt: AttemptIn) -> Reply[OperationOut]:
+    def record_attempt(self, operation_id: str, attempt: AttemptIn) -> RecordedOut[OperationOut]:
         # The dispatch time the caller measured, as the sidecar keeps it (one clock here).
         at = attempt.at.astimezone(UTC) if attempt.at else self.ledger.clock()
         receipt = attempt.receipt
@@ -73,7 +73,7 @@ class EmbeddedBackend:
             attempt.outcome, attempt.status,
             Match(receipt.provider_ref, receipt.request_hash) if receipt else None),
             attempt.holder, token=attempt.grant or "")
-        return Reply(self._out(recorded.judgement), recorded.created)
+        return RecordedOut(self._out(recorded.judgement), recorded.created)
 
     def reconcile(self, operation_id: str) -> OperationOut:
         judgement = self.sweeper.reconcile(operation_id)

@@ -38,7 +38,7 @@ except ImportError:  # the extra is not installed: tracing is off
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-    from reconciler.client.calls import Reply
+    from reconciler.client.calls import RecordedOut
     from reconciler.client.effects import Recorder
     from reconciler.core.schemas import AttemptIn, IntentIn, OperationOut, RetryIn, RetryOut
 
@@ -245,7 +245,7 @@ class TracedRecorder:
     def __init__(self, backend: Recorder) -> None:
         self.backend = backend
 
-    def record_intent(self, intent: IntentIn) -> Reply[OperationOut]:
+    def record_intent(self, intent: IntentIn) -> RecordedOut[OperationOut]:
         with span("reconciler.intent", {
                 "reconciler.operation_id": intent.operation_id,
                 "reconciler.provider": intent.provider, "reconciler.action": intent.action,
@@ -254,7 +254,7 @@ class TracedRecorder:
             annotate(current, judged(recorded.value))
             return recorded
 
-    def record_attempt(self, operation_id: str, attempt: AttemptIn) -> Reply[OperationOut]:
+    def record_attempt(self, operation_id: str, attempt: AttemptIn) -> RecordedOut[OperationOut]:
         with span("reconciler.attempt", {
                 "reconciler.operation_id": operation_id, "reconciler.attempt": attempt.attempt,
                 "reconciler.outcome": attempt.outcome.value, "reconciler.status": attempt.status,
