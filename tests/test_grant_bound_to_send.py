@@ -41,7 +41,7 @@ from reconciler.core.schemas import AttemptIn, IntentIn, OperationOut, RetryIn
 from reconciler.ledger import Ledger
 from reconciler.ledger.gate import GateAnswer, RetryGate, RetryRequest
 from reconciler.sandbox.clock import ManualClock
-from reconciler.store.schema import leases_of
+from reconciler.store.kinds import leases_of
 from reconciler.store.sql import SqlStore
 
 from sidecar_client import H, Sidecar, assert_problem, running_sidecar

@@ -34,7 +34,8 @@ from reconciler.runtime.models import Model
 from reconciler.runtime.scripted import ScriptedModel, Step, call, say, tool_use
 from reconciler.runtime.tools import Tool, ToolCall, ToolOutput
 from reconciler.service import Settings, create_app, load_settings
-from reconciler.store.schema import journal_of, open_store
+from reconciler.store.kinds import journal_of
+from reconciler.store.schema import open_store
 from reconciler.testing.patience import PATIENCE_S
 
 from service_harness import serving, serving_process

@@ -31,8 +31,9 @@ from reconciler.core.ports import ERROR_CHARS, Delivery, Leases, Round, Schedule
 from reconciler.core.summary import Summary, summarize
 from reconciler.core.verdicts import decide
 from reconciler.ledger import Ledger
+from reconciler.store.kinds import leases_of
 from reconciler.store.memory import MemoryStore
-from reconciler.store.schema import leases_of, open_store
+from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
 
 from builders import CONTRACT, H0, K0, OP, T0, attempt, intent, probe, receipt, resolution, t

@@ -15,7 +15,8 @@ from reconciler.core.domain import Effect, Outcome
 from reconciler.ledger import Ledger
 from reconciler.ledger.gate import RetryGate, RetryRequest
 from reconciler.store.driver import DriverStatements
-from reconciler.store.schema import leases_of, open_store
+from reconciler.store.kinds import leases_of
+from reconciler.store.schema import open_store
 
 from builders import CONTRACT, H0, K0, OP, T0, attempt, intent, probe
 

@@ -15,7 +15,8 @@ from reconciler.core.ports import Delivery, Round, Scheduled
 from reconciler.core.summary import Summary, summarize
 from reconciler.core.verdicts import decide
 from reconciler.store import decisions
-from reconciler.store.schema import leases_of, open_store
+from reconciler.store.kinds import leases_of
+from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore, appending
 
 from builders import CONTRACT, OP, attempt, intent, probe, receipt, resolution, t

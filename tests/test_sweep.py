@@ -30,7 +30,7 @@ from reconciler.core.schedule import SweepPolicy
 from reconciler.core.sight import Sight
 from reconciler.ledger import Ledger
 from reconciler.ledger.sweep import Sweeper, sweep_periodically
-from reconciler.store.schema import leases_of
+from reconciler.store.kinds import leases_of
 from reconciler.testing import ManualClock
 
 from builders import H0, K0

@@ -22,7 +22,8 @@ from reconciler.ledger.gate import RetryGate, RetryRequest
 from reconciler.ledger.sweep import ProbeLookup, Sweeper
 from reconciler.service.settings import load_providers
 from reconciler.service.views import operation_out, retry_out
-from reconciler.store.schema import DEFAULT_URL, leases_of, open_store
+from reconciler.store.kinds import leases_of
+from reconciler.store.schema import DEFAULT_URL, open_store
 
 
 class EmbeddedBackend:

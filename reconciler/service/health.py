@@ -6,17 +6,14 @@ import logging
 
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from reconciler.core.errors import StoreUnavailableError
-from reconciler.core.ports import Journal, Store
 from reconciler.infra.metrics import RECONCILE_LAG
 from reconciler.service.metering import measure_waiting, reconcile_lag_s
 from reconciler.service.problems import STORE_UNAVAILABLE, ProblemError, problem_responses
 from reconciler.service.wiring import Wired
-from reconciler.store.schema import journal_of
-from reconciler.store.sql import SqlStore
+from reconciler.store.kinds import journal_of, kind_of
 
 log = logging.getLogger(__name__)
 
@@ -40,27 +37,13 @@ def readyz(wiring: Wired) -> dict[str, str]:
         log.warning("not ready: %s", exc)
         raise ProblemError(STORE_UNAVAILABLE, "the receipt store does not answer") from None
     try:
-        commits_a_write(wiring.ledger.store)
+        kind_of(wiring.ledger.store).trial_write(wiring.ledger.store)
     except (StoreUnavailableError, SQLAlchemyError) as exc:
         log.warning("not ready: the receipt store refuses a write: %s", exc)
         raise ProblemError(STORE_UNAVAILABLE, (
             "the receipt store answers reads but refuses writes (disk full? read-only?): "
             "every intent would be refused; the sidecar's log has the store's error")) from None
     return {"status": "ready"}
-
-
-#: A write that changes nothing yet is committed like any other: the row is rewritten (a new
-#: row version on PostgreSQL, a page in SQLite's write-ahead log), so it needs what an intent
-#: needs (space, a writable file, a server that accepts writes). The migrations' own table: the
-#: one every store has, with one row.
-TRIAL_WRITE = text("UPDATE alembic_version SET version_num = version_num")
-
-
-def commits_a_write(store: Store) -> None:
-    """Commit TRIAL_WRITE through the store's group committer, as intents are; the in-memory
-    twin always can."""
-    if isinstance(store, SqlStore):
-        store.commit([(TRIAL_WRITE, {})])
 
 
 @router.get("/metrics", response_class=Response,
@@ -72,16 +55,8 @@ def metrics(wiring: Wired) -> Response:
     now = wiring.ledger.clock()
     try:
         RECONCILE_LAG.set(reconcile_lag_s(wiring.leases, now))
-        measure_waiting(wiring.store, _journal(wiring.store), now)
+        measure_waiting(wiring.store, journal_of(wiring.store), now)
     except StoreUnavailableError as exc:
         # A scrape while the store is down still shows everything else; the gauges stay stale.
         log.warning("store gauges not measured: %s", exc)
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
-
-
-def _journal(store: Store) -> Journal | None:
-    """The runs beside the store; none beside the in-memory twin (it keeps no runs)."""
-    try:
-        return journal_of(store)
-    except TypeError:
-        return None

@@ -19,7 +19,7 @@ from reconciler.runtime.wire import RUN_ID_MAX
 from reconciler.service.auth import Reader
 from reconciler.service.problems import problem_responses
 from reconciler.service.wiring import Wired
-from reconciler.store.schema import journal_of
+from reconciler.store.kinds import journal_of
 
 
 class RunQueryIn(BaseModel):

@@ -82,7 +82,7 @@ from reconciler.service.run_stream import (
 )
 from reconciler.service.settings import Settings
 from reconciler.service.wiring import Wiring
-from reconciler.store.schema import journal_of
+from reconciler.store.kinds import journal_of
 
 NO_AGENT = ProblemType("no-agent", 404, "No agent configured")
 UNKNOWN_RUN = ProblemType("unknown-run", 404, "Unknown run")

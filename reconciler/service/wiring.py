@@ -33,8 +33,8 @@ from reconciler.service.metering import timed_calls
 from reconciler.service.providers import ProviderNames
 from reconciler.service.settings import Settings, load_providers
 from reconciler.service.views import operation_out
-from reconciler.store.schema import leases_of, open_store
-from reconciler.store.sql import SqlStore
+from reconciler.store.kinds import kind_of, leases_of
+from reconciler.store.schema import open_store
 
 log = logging.getLogger(__name__)
 
@@ -127,8 +127,7 @@ def build_wiring(settings: Settings, ledger: Ledger | None,
     sweeper = Sweeper(ledger, leases, probes_for, policy)
     days = settings.retain_settled_days
     retention = None if days is None else Retention(ledger, timedelta(days=days))
-    on_loop = (isinstance(ledger.store, SqlStore)
-               and ledger.store.engine.dialect.name == "sqlite")
+    on_loop = kind_of(ledger.store).on_event_loop(ledger.store)
     return Wiring(settings, ledger, store, leases,
                   RetryGate(ledger, leases, settings.retry_lease_ttl_s), sweeper, names,
                   retention, on_loop)

@@ -18,10 +18,6 @@ from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
 from sqlalchemy.pool import StaticPool
 
 from reconciler.core.errors import StoreUnavailableError, StoreUrlError
-from reconciler.core.ports import Journal, Leases, Store
-from reconciler.store.journal import SqlJournal
-from reconciler.store.leases import SqlLeases
-from reconciler.store.memory import MemoryStore
 from reconciler.store.sql import READING_OPTION, SqlStore
 
 DEFAULT_URL = "sqlite:///reconciler.db"
@@ -225,19 +221,3 @@ def warm_pool(engine: Engine, count: int) -> None:
     with contextlib.ExitStack() as held:
         for _ in range(count):
             held.enter_context(engine.connect())
-
-
-def leases_of(store: Store) -> Leases:
-    """The leases that live beside `store`: in its database, or in the memory twin itself."""
-    if isinstance(store, MemoryStore):
-        return store
-    if isinstance(store, SqlStore):
-        return SqlLeases(store)
-    raise TypeError(f"no leases for a {type(store).__name__}: pass them explicitly")
-
-
-def journal_of(store: Store) -> Journal:
-    """Where agent runs beside `store` are kept: in its database."""
-    if isinstance(store, SqlStore):
-        return SqlJournal(store)
-    raise TypeError(f"agent runs need a database store, not a {type(store).__name__}")

@@ -18,7 +18,7 @@ from reconciler.service.ui.access import Session, access_of, csrf_ok
 from reconciler.service.ui.inputs import refused
 from reconciler.service.ui.queue import age
 from reconciler.service.wiring import Wiring
-from reconciler.store.schema import journal_of
+from reconciler.store.kinds import journal_of
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
 #: Rows on one page of a list.
