@@ -24,9 +24,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import Table, update
 
 from bench.harness import Context, Outcome, Percentiles, step
-from bench.operations import Seeder, ids, pg_schema
+from bench.operations import Seeder, ids
 from bench.replicas import reachable
-from bench.seeds import bulk, bulk_sqlite
+from bench.seeds import bulk_postgres, bulk_sqlite
 from reconciler.core.domain import ProviderContract
 from reconciler.core.ports import Scheduled
 from reconciler.core.summary import Summary
@@ -59,7 +59,7 @@ def run(ctx: Context) -> Outcome:
         out.notes.append(f"{ctx.mode} mode: {large:,} vs {small:,} settled, {never:,} never "
                          "dispatched (the full run: 1,000,000 vs 10,000, and 100,000)")
     reachable(ctx.pg_url)
-    # One prefix in every run: the SQLite stores' bulk is kept between runs (bench.seeds).
+    # One prefix in every run: the stores' bulk is kept between runs (bench.seeds).
     prefix = "cl"
     for kind in ("SQLite", "PostgreSQL"):
         with ExitStack() as stack:
@@ -71,8 +71,8 @@ def run(ctx: Context) -> Outcome:
                         url = bulk_sqlite(ctx.seed_cache, ctx.workdir / f"claims-{label}.db",
                                           prefix, settled, never)
                     else:
-                        url = stack.enter_context(pg_schema(ctx.pg_url))
-                        bulk(url, prefix, settled, never)
+                        url = stack.enter_context(bulk_postgres(
+                            ctx.seed_cache is not None, ctx.pg_url, prefix, settled, never))
                     stores[label] = stack.enter_context(seeded(url, prefix, due))
             measure(out, kind, stores, calls, (small, large))
     out.notes.append(f"a claim leases {BATCH} of {due:,} due operations; {ROUNDS} alternating "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from functools import partial
 
 import httpx
@@ -26,9 +27,9 @@ from sqlalchemy import update
 from sqlalchemy.exc import OperationalError
 
 from bench.harness import BenchError, Context, Outcome, Percentiles, step
-from bench.operations import PROVIDER, Seeder, ids, pg_schema, table_of
+from bench.operations import PROVIDER, Seeder, ids, table_of
 from bench.procs import SIDECAR, Command, servers
-from bench.seeds import bulk, bulk_sqlite
+from bench.seeds import bulk_postgres, bulk_sqlite
 from reconciler.store.schema import open_store
 from reconciler.store.tables import StateRow
 
@@ -45,7 +46,7 @@ def run(ctx: Context) -> Outcome:
     if ctx.quick:
         out.notes.append(f"{ctx.mode} mode: {stored:,} stored operations (the full run: "
                          "1,000,000)")
-    # One prefix in every run: the SQLite store's bulk is kept between runs (bench.seeds).
+    # One prefix in every run: the stores' bulk is kept between runs (bench.seeds).
     prefix = "co"
     settled = stored - undecided
     deep = f"{prefix}-s-{settled // 2}"
@@ -54,10 +55,10 @@ def run(ctx: Context) -> Outcome:
                                                 ctx.workdir / "console.db", prefix, settled),
                          prefix, deep, tries, (stored, undecided, escalated)))
     try:
-        with pg_schema(ctx.pg_url) as pg_url:
+        with ExitStack() as stack:
             def pg_bulk() -> str:
-                bulk(pg_url, prefix, settled)
-                return pg_url
+                return stack.enter_context(bulk_postgres(ctx.seed_cache is not None,
+                                                         ctx.pg_url, prefix, settled))
 
             worst.append(measure(out, "postgresql", pg_bulk, prefix, deep, tries,
                                  (stored, undecided, escalated)))

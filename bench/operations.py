@@ -250,10 +250,16 @@ def pg_schema(url: str) -> Iterator[str]:
         with admin.begin() as conn:
             conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
         try:
-            yield make_url(url).update_query_dict(
-                {"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
+            yield in_schema(url, schema)
         finally:
             with admin.begin() as conn:
                 conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
     finally:
         admin.dispose()
+
+
+def in_schema(url: str, schema: str) -> str:
+    """The PostgreSQL URL `url` with its connections in `schema` (selected through
+    search_path)."""
+    return make_url(url).update_query_dict(
+        {"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)

@@ -24,15 +24,23 @@ import json
 import os
 import shutil
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, create_engine
+from sqlalchemy.pool import NullPool
+from sqlmodel import SQLModel
 
 from bench import operations
-from bench.harness import progress
-from bench.operations import CONTRACT, Seeder, ids
+from bench.harness import BenchError, progress
+from bench.operations import CONTRACT, Seeder, ids, in_schema, pg_schema
 from reconciler.store import rows
 from reconciler.store.schema import alembic_config, open_store
+
+#: The prefix of the schemas that keep PostgreSQL's seeded rows between runs.
+KEPT = "bench_seed_"
 
 DEFAULT_CACHE = Path(os.environ.get("RECONCILER_BENCH_CACHE",
                                     Path.home() / ".cache" / "reconciler-bench"))
@@ -64,6 +72,13 @@ def bulk(url: str, prefix: str, settled: int, never: int = 0) -> None:
         store.engine.dispose()
 
 
+def seed_key(prefix: str, settled: int, never: int) -> tuple[str, str]:
+    """A seed's parameters (as JSON) and its key: the parameters and `schema_key`."""
+    parameters = json.dumps({"prefix": prefix, "settled": settled, "never": never},
+                            sort_keys=True)
+    return parameters, hashlib.sha256(f"{schema_key()}|{parameters}".encode()).hexdigest()[:20]
+
+
 def bulk_sqlite(cache: Path | None, path: Path, prefix: str, settled: int,
                 never: int = 0) -> str:
     """`bulk` into the SQLite file at `path`: copied from the cache when a store seeded with
@@ -73,9 +88,7 @@ def bulk_sqlite(cache: Path | None, path: Path, prefix: str, settled: int,
     if cache is None:
         bulk(url, prefix, settled, never)
         return url
-    parameters = json.dumps({"prefix": prefix, "settled": settled, "never": never},
-                            sort_keys=True)
-    key = hashlib.sha256(f"{schema_key()}|{parameters}".encode()).hexdigest()[:20]
+    parameters, key = seed_key(prefix, settled, never)
     kept = cache / f"bulk-{key}.db"
     if kept.exists():
         progress(f"copying the seeded store {kept} ({parameters})")
@@ -98,3 +111,86 @@ def settle(path: Path) -> None:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()
+
+
+@contextmanager
+def bulk_postgres(cached: bool, pg_url: str, prefix: str, settled: int,
+                  never: int = 0) -> Iterator[str]:
+    """`bulk` in a fresh schema of the PostgreSQL at `pg_url` (`pg_schema`: dropped
+    afterwards); its URL. `cached`: the rows are copied inside PostgreSQL from the schema kept
+    there under the seed's key (`kept_schema`, seeded first if it is not there), else written
+    by `bulk` now."""
+    with pg_schema(pg_url) as url:
+        if cached:
+            copy_rows(kept_schema(pg_url, prefix, settled, never), url)
+        else:
+            bulk(url, prefix, settled, never)
+        yield url
+
+
+def kept_schema(pg_url: str, prefix: str, settled: int, never: int) -> str:
+    """The schema `bench_seed_<key>` holding `bulk`'s rows for these parameters under this
+    schema (`seed_key`), seeded now if missing or incomplete. Its comment says what it holds
+    once seeding finished (`seeding|...` until then); kept seeds of other code (another
+    `schema_key`) are dropped when a seed is made. An advisory lock on the name keeps two runs
+    from seeding it at once."""
+    parameters, key = seed_key(prefix, settled, never)
+    name, done = f"{KEPT}{key}", f"{schema_key()}|{parameters}"
+    admin = create_engine(pg_url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql("SELECT pg_advisory_lock(hashtext(%s))", (name,))
+            try:
+                kept = {str(schema): str(comment) for schema, comment in conn.exec_driver_sql(
+                    "SELECT nspname, coalesce(obj_description(oid, 'pg_namespace'), '') "
+                    "FROM pg_namespace WHERE starts_with(nspname, %s)", (KEPT,))}
+                if kept.get(name) == done:
+                    progress(f"copying the seeded rows kept in PostgreSQL's schema {name} "
+                             f"({parameters})")
+                    return name
+                for stale, comment in kept.items():
+                    if stale == name or schema_key() not in comment:
+                        conn.exec_driver_sql(f'DROP SCHEMA "{stale}" CASCADE')
+                conn.exec_driver_sql(f'CREATE SCHEMA "{name}"')
+                _comment(conn, name, f"seeding|{done}")
+                bulk(in_schema(pg_url, name), prefix, settled, never)
+                _comment(conn, name, done)
+                progress(f"kept the seeded rows in PostgreSQL's schema {name} for the next runs")
+                return name
+            finally:
+                conn.exec_driver_sql("SELECT pg_advisory_unlock(hashtext(%s))", (name,))
+    finally:
+        admin.dispose()
+
+
+def copy_rows(kept: str, url: str) -> None:
+    """Migrate the store at `url` as any store is, then copy every table's rows from the
+    schema `kept` into it inside PostgreSQL, as fresh inserts in the store's own tables (and
+    move its id sequences past the copied ids): what `bulk` would have written, in a fraction
+    of the time."""
+    store = open_store(url)
+    try:
+        with store.engine.begin() as conn:
+            present = set(conn.exec_driver_sql(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+                (kept,)).scalars()) - {"alembic_version"}
+            tables = [t.name for t in SQLModel.metadata.sorted_tables if t.name in present]
+            if set(tables) != present:
+                raise BenchError(f"tables of the kept seed {kept} that the store's models do "
+                                 f"not name: {sorted(present - set(tables))}")
+            for table in tables:  # parents before children: the foreign keys hold throughout
+                conn.exec_driver_sql(f'INSERT INTO "{table}" SELECT * FROM "{kept}"."{table}"')
+            for table, column in conn.exec_driver_sql(
+                    "SELECT table_name, column_name FROM information_schema.columns "
+                    "WHERE table_schema = current_schema() "
+                    "AND (column_default LIKE %s OR is_identity = 'YES')", ("nextval(%",)):
+                conn.exec_driver_sql(
+                    f'SELECT setval(pg_get_serial_sequence(%s, %s), '
+                    f'coalesce(max("{column}"), 0) + 1, false) FROM "{table}"', (table, column))
+    finally:
+        store.engine.dispose()
+
+
+def _comment(conn: Connection, schema: str, text: str) -> None:
+    quoted = text.replace("'", "''")
+    conn.exec_driver_sql(f"COMMENT ON SCHEMA \"{schema}\" IS '{quoted}'")

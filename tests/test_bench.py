@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ from bench import (
     replica_load,
     replicas,
     scale,
+    seeds,
 )
 from bench.__main__ import BENCHMARKS, summary
 from bench.harness import Benchmark, Context, Outcome
@@ -197,6 +199,72 @@ def test_scale_compares_lookups_on_two_store_sizes_and_samples_memory_while_swee
     outcome = run_tiny(scale.run, tmp_path)
     assert_measured(outcome, 2)
     assert any("RSS" in figure for figure in outcome.figures)
+
+
+def kept_rows(url: str, schema: str | None = None) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of the seeded tables, in `schema` or the URL's own."""
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            where = f'"{schema}".' if schema else ""
+            return {table: [tuple(row) for row in conn.exec_driver_sql(
+                f"SELECT * FROM {where}{table} ORDER BY 1")]
+                for table in ("providers", "intents", "operation_state", "attempts", "evidence")}
+    finally:
+        engine.dispose()
+
+
+def kept_seeds() -> dict[str, tuple[int, str]]:
+    """PostgreSQL's kept seed schemas: name -> (oid, comment)."""
+    engine = create_engine(PG_URL, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            return {name: (oid, comment or "") for name, oid, comment in conn.exec_driver_sql(
+                "SELECT nspname, oid::int, obj_description(oid, 'pg_namespace') "
+                "FROM pg_namespace WHERE starts_with(nspname, %s)", (seeds.KEPT,))}
+    finally:
+        engine.dispose()
+
+
+def pg_admin(statement: str) -> None:
+    engine = create_engine(PG_URL, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql(statement)
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.skipif(pg_unreachable() is not None, reason=pg_unreachable() or "reachable")
+def test_seed_kept_in_postgresql_is_copied_whole_reused_and_reseeded_when_incomplete() -> None:
+    prefix = f"t{uuid.uuid4().hex[:8]}"  # its own key: no other run's seed is touched
+    _, key = seeds.seed_key(prefix, 30, 5)
+    name = seeds.KEPT + key
+    pg_admin(f'CREATE SCHEMA "{seeds.KEPT}other"')  # another schema's seed: dropped as stale
+    pg_admin(f"COMMENT ON SCHEMA \"{seeds.KEPT}other\" IS 'another-head|{{}}'")
+    try:
+        oids = []
+        for _ in range(2):
+            with seeds.bulk_postgres(True, PG_URL, prefix, 30, 5) as url:
+                copied = kept_rows(url)
+                assert copied == kept_rows(PG_URL, name)
+                assert [len(copied[t]) for t in ("intents", "attempts", "evidence")] == [35, 30, 30]
+                # The copy's id sequences run past the copied ids: the due rows go in beside.
+                store = open_store(url)
+                Seeder(store.engine).due([f"{prefix}-d-{i}" for i in range(3)])
+                store.engine.dispose()
+            oids.append(kept_seeds()[name][0])
+        assert oids[0] == oids[1]  # the second run copied what the first kept
+        assert f"{seeds.KEPT}other" not in kept_seeds()
+        assert kept_rows(PG_URL, name) == copied  # the runs' own rows stayed in their schemas
+        # A seed cut short (its comment still says so) is dropped and seeded again.
+        pg_admin(f"COMMENT ON SCHEMA \"{name}\" IS 'seeding|{seeds.schema_key()}|{{}}'")
+        with seeds.bulk_postgres(True, PG_URL, prefix, 30, 5) as url:
+            assert len(kept_rows(url)["intents"]) == 35
+        assert kept_seeds()[name][0] != oids[0]
+    finally:
+        pg_admin(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        pg_admin(f'DROP SCHEMA IF EXISTS "{seeds.KEPT}other" CASCADE')
 
 
 @pytest.mark.skipif(pg_unreachable() is not None, reason=pg_unreachable() or "reachable")
