@@ -9,6 +9,11 @@ living children (backends, the WAL writer, the checkpointer, the background writ
 autovacuum). All of them, whoever they work for: other clients of the same server are counted
 too.
 
+What the sessions of one client wait for is sampled from pg_stat_activity (`Waits`): a
+session waiting for a row lock shows the wait event type `Lock`; one flushing WAL at its
+commit `IO:WALSync` (or `IO:WALWrite`), and one waiting for another session's flush to cover
+its commit `LWLock:WALWrite`; an active session with no wait event is running.
+
 The counters come from PostgreSQL's statistics views, which a backend updates at most once a
 second while busy and up to ten seconds after it goes idle, but always when its session ends:
 read them after the sessions of interest have closed (`wait_closed`).
@@ -16,9 +21,13 @@ read them after the sessions of interest have closed (`wait_closed`).
 
 from __future__ import annotations
 
+import collections
 import os
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import create_engine
@@ -35,6 +44,37 @@ class Counters:
 
     commits: int
     wal_syncs: int | None
+
+
+#: Wait events, as pg_stat_activity names them ('' for none), in the groups a figure reports;
+#: any other is "other". A row lock is waited for as the holder's transaction id (or the
+#: tuple, when a third session queues behind).
+WAIT_GROUPS = {"": "running", "IO:WALSync": "WAL flush", "IO:WALWrite": "WAL flush",
+               "LWLock:WALWrite": "WAL flush", "Lock:transactionid": "row lock",
+               "Lock:tuple": "row lock"}
+GROUPS = ("running", "WAL flush", "row lock", "other")
+SAMPLE_EVERY_S = 0.02
+#: The active sessions of one application, by what they wait for (or '' for none).
+_ACTIVE = ("SELECT coalesce(wait_event_type || ':' || wait_event, ''), count(*) "
+           "FROM pg_stat_activity WHERE application_name = %(name)s AND state = 'active' "
+           "GROUP BY 1")
+
+
+@dataclass(slots=True)
+class Waits:
+    """Samples of what one client's active sessions were doing: per group (`GROUPS`), the
+    sessions seen in it summed over the samples."""
+
+    samples: int = 0
+    sessions: collections.Counter[str] = field(default_factory=collections.Counter)
+
+    def add(self, other: Waits) -> None:
+        self.samples += other.samples
+        self.sessions.update(other.sessions)
+
+    def mean(self, group: str) -> float:
+        """Sessions in `group` at a moment, on average."""
+        return self.sessions[group] / self.samples if self.samples else 0.0
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -124,6 +164,31 @@ class PgServer:
                 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
                 "AND application_name <> %(name)s AND pid <> pg_backend_pid()",
                 {"name": application_name}).scalar_one())
+
+    @contextmanager
+    def sampling(self, application_name: str) -> Iterator[Waits]:
+        """Sample the waits of `application_name`'s sessions every 20 ms while the block runs,
+        on one session of its own (a new session per sample would cost the server a process
+        each time)."""
+        waits, stop = Waits(), threading.Event()
+
+        def sample() -> None:
+            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                while not stop.wait(SAMPLE_EVERY_S):
+                    # Autocommit: each reading is its own transaction, so a fresh snapshot of
+                    # pg_stat_activity (a transaction keeps the one it read first).
+                    rows = conn.exec_driver_sql(_ACTIVE, {"name": application_name}).all()
+                    waits.samples += 1
+                    for event, count in rows:
+                        waits.sessions[WAIT_GROUPS.get(event, "other")] += int(count)
+
+        sampler = threading.Thread(target=sample, daemon=True, name="pg waits")
+        sampler.start()
+        try:
+            yield waits
+        finally:
+            stop.set()
+            sampler.join(10)
 
     def wait_closed(self, application_name: str, timeout_s: float = 30.0) -> None:
         """Until no session named `application_name` is left: each one that ended has reported

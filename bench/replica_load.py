@@ -21,7 +21,8 @@ alternate the two loads:
 For every round: the requests granted or recorded per second (503 overloaded answers counted
 apart), PostgreSQL's CPU per request (bench.pgserver: all the server's processes, over the
 round's whole load generator run, warm-up included, over every answer in it), the replicas' CPU
-per request, and WAL bytes per request. Per replica count: the sessions the replicas held, and,
+per request, WAL bytes per request, and what the replicas' active sessions were doing, sampled
+every 20 ms (running, in or waiting for a WAL flush, waiting for a row lock: bench.pgserver). Per replica count: the sessions the replicas held, and,
 after they stopped, the transactions committed and the WAL flushes over all its rounds.
 """
 
@@ -40,7 +41,7 @@ from bench.harness import BenchError, Context, Outcome, Percentiles, step
 from bench.loadgen import Spec, Tally
 from bench.operations import CONTRACT, PROVIDER, REQUEST_HASH, key_of, pg_schema, retryable
 from bench.over_http import gate_refusals
-from bench.pgserver import PgServer
+from bench.pgserver import GROUPS, PgServer, Waits
 from bench.procs import SIDECAR, Command, ServerProcess, loadgen, servers
 from reconciler.ledger import Ledger
 from reconciler.store.schema import DEFAULT_POOL_SIZE, open_store
@@ -71,6 +72,7 @@ class Load:
     replica_cpu_s: float = 0.0
     wal_bytes: int = 0
     latencies_s: list[float] = field(default_factory=list)
+    waits: Waits = field(default_factory=Waits)
 
     @property
     def per_s(self) -> float:
@@ -142,7 +144,7 @@ def phase(ctx: Context, pg: PgServer, replicas: int, rounds: int, seconds: float
                 with step(f"{replicas} replica(s), round {r + 1} of {rounds}: {name}"):
                     specs = [spec(name, s, i, prefix, f"{r}", replicas, seconds, warmup_s)
                              for i, s in enumerate(sidecars)]
-                    run_round(pg, sidecars, specs, loads[name])
+                    run_round(pg, sidecars, specs, loads[name], prefix)
         refused = sum(gate_refusals(s.url) for s in sidecars)
         if refused:
             raise BenchError(f"the gate refused {refused:g} retry checks: the scenario needs "
@@ -187,15 +189,16 @@ def spec(name: str, sidecar: ServerProcess, index: int, prefix: str, run: str, r
                        "holder": f"bench-{owner}-{{m}}"}))
 
 
-def run_round(pg: PgServer, sidecars: list[ServerProcess], specs: list[Spec], load: Load
-              ) -> None:
+def run_round(pg: PgServer, sidecars: list[ServerProcess], specs: list[Spec], load: Load,
+              application_name: str) -> None:
     """Every replica's load generator at once; what they and PostgreSQL did meanwhile."""
     cpu, wal = pg.cpu_s(), pg.wal_bytes()
     replica_cpu = sum(s.cpu_s() for s in sidecars)
-    with ThreadPoolExecutor(len(specs)) as pool:
+    with ThreadPoolExecutor(len(specs)) as pool, pg.sampling(application_name) as waits:
         # 503 overloaded answers are a result (counted apart), not a failed run.
         tallies: list[Tally] = list(pool.map(lambda s: loadgen(s, refusals=True), specs))
     after = pg.cpu_s()
+    load.waits.add(waits)
     if cpu is not None and after is not None:
         load.pg_cpu_s += after - cpu
     load.wal_bytes += pg.wal_bytes() - wal
@@ -223,7 +226,9 @@ def report(out: Outcome, phases: list[Phase], local: bool) -> None:
                        f"request {pg_cpu}, replicas' CPU per request "
                        f"{load.per_answer(load.replica_cpu_s) * 1e6:,.0f} us, WAL "
                        f"{load.per_answer(load.wal_bytes):,.0f} bytes per request; "
-                       f"{Percentiles.of(load.latencies_s).render()}")
+                       f"{Percentiles.of(load.latencies_s).render()}; the replicas' "
+                       "active PostgreSQL sessions at a moment, on average: " + ", ".join(
+                           f"{group} {load.waits.mean(group):.2f}" for group in GROUPS))
         syncs = ("not counted by this PostgreSQL" if p.wal_syncs is None else
                  f"{p.wal_syncs:,} WAL flushes ({p.commits / max(p.wal_syncs, 1):.1f} commits "
                  "per flush)")
