@@ -10,12 +10,12 @@ from datetime import timedelta
 
 import pytest
 from test_probe_recipes import json, pages, slack_page
-from test_sweep import FakeProbe, dispatched, ledger, sweeper  # noqa: F401  (ledger: fixture)
+from test_sweep import dispatched, ledger, reading, sweeper  # noqa: F401  (ledger: fixture)
 
 from probes.base import ProbeTarget
 from reconciler.core.domain import Authority, Observation, Verdict
 from reconciler.ledger import Ledger
-from reconciler.testing import ManualClock
+from reconciler.testing import FakeProbe, ManualClock
 
 from probe_harness import observe, probe
 
@@ -48,39 +48,39 @@ def swept(book: Ledger, clock: ManualClock, *probes: FakeProbe, times: int,
 
 def test_the_next_round_waits_the_pause_the_provider_asked_for(
         ledger: Ledger, clock: ManualClock) -> None:  # noqa: F811
-    limited = FakeProbe(rate_limited(clock), clock, "limited")
+    limited = reading(rate_limited(clock), "limited")
     dispatched(ledger)
     runner = sweeper(ledger, limited, first_backoff_s=1)
     runner.sweep()
     clock.advance(PAUSE_S - 1)
-    assert runner.sweep() == [] and limited.calls == 1  # a 1 s backoff would have read again
+    assert runner.sweep() == [] and len(limited.calls) == 1  # a 1 s backoff would have read again
     clock.advance(1)
-    assert len(runner.sweep()) == 1 and limited.calls == 2
+    assert len(runner.sweep()) == 1 and len(limited.calls) == 2
 
 
 def test_a_round_the_rate_limit_cut_is_not_spent_against_the_probe_budget(
         ledger: Ledger, clock: ManualClock) -> None:  # noqa: F811
-    limited = FakeProbe(rate_limited(clock), clock, "limited")
+    limited = reading(rate_limited(clock), "limited")
     assert swept(ledger, clock, limited, times=6, budget=3) == []
-    assert limited.calls == 6
+    assert len(limited.calls) == 6
 
 
 def test_a_read_that_failed_otherwise_is_spent(ledger: Ledger, clock: ManualClock) -> None:  # noqa: F811
-    failing = FakeProbe(down(clock), clock, "down")
+    failing = reading(down(clock), "down")
     assert swept(ledger, clock, failing, times=6, budget=3) == ["op-1"]
-    assert failing.calls == 3
+    assert len(failing.calls) == 3
 
 
 def test_a_round_with_one_read_made_is_spent(ledger: Ledger, clock: ManualClock) -> None:  # noqa: F811
-    limited = FakeProbe(rate_limited(clock), clock, "limited")
-    assert swept(ledger, clock, limited, FakeProbe(down(clock), clock, "down"), times=4,
+    limited = reading(rate_limited(clock), "limited")
+    assert swept(ledger, clock, limited, reading(down(clock), "down"), times=4,
                  budget=2) == ["op-1"]
-    assert limited.calls == 2
+    assert len(limited.calls) == 2
 
 
 def test_a_provider_that_stays_rate_limited_escalates_at_the_deadline(
         ledger: Ledger, clock: ManualClock) -> None:  # noqa: F811
-    limited = FakeProbe(rate_limited(clock), clock, "limited")
+    limited = reading(rate_limited(clock), "limited")
     dispatched(ledger)
     runner = sweeper(ledger, limited)
     judgements = []
@@ -89,7 +89,7 @@ def test_a_provider_that_stays_rate_limited_escalates_at_the_deadline(
         clock.advance(PAUSE_S)
     assert judgements[-1].decision.next_action == "escalate_to_human"
     assert judgements[-1].decision.verdict is Verdict.INDETERMINATE
-    assert limited.calls == 11
+    assert len(limited.calls) == 11
 
 
 @pytest.mark.parametrize("retry_after", ["60", "3600"])

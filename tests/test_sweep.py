@@ -23,7 +23,6 @@ from reconciler.core.domain import (
     Observation,
     Outcome,
     ProviderContract,
-    Receipt,
     Verdict,
 )
 from reconciler.core.schedule import SweepPolicy
@@ -31,7 +30,7 @@ from reconciler.core.sight import Sight
 from reconciler.ledger import Ledger
 from reconciler.ledger.sweep import Sweeper, sweep_periodically
 from reconciler.store.kinds import leases_of
-from reconciler.testing import ManualClock
+from reconciler.testing import FakeProbe, ManualClock
 
 from builders import H0, K0
 from stores import KINDS, opened
@@ -40,17 +39,11 @@ from stores import KINDS, opened
 SEES_CHARGES = Sight(frozenset({"charge"}), frozenset({Carried.IDEMPOTENCY_KEY}))
 
 
-class FakeProbe:
-    """A probe whose answer is a function of the target; counts its calls."""
-
-    def __init__(self, answer: Callable[[ProbeTarget], Any], clock: ManualClock,
-                 name: str = "fake", sight: Sight = SEES_CHARGES) -> None:
-        self.name, self.answer, self.clock, self.calls = name, answer, clock, 0
-        self.sight = sight
-
-    def probe(self, target: ProbeTarget) -> Observation | Receipt:
-        self.calls += 1
-        return self.answer(target)  # type: ignore[no-any-return]
+def reading(answer: Callable[[ProbeTarget], Any], name: str = "fake",
+            sight: Sight = SEES_CHARGES) -> FakeProbe:
+    """The kit's fake probe, answering `answer(target)` (garbage too: a probe breaking its
+    contract), reading where charges appear unless told otherwise."""
+    return FakeProbe(answer=answer, name=name, sight=sight)
 
 
 CONTRACT = ProviderContract("pay", idempotency_keys=True, visibility_lag_s=0, inflight_s=0,
@@ -89,7 +82,7 @@ def zero(clock: ManualClock) -> Callable[[ProbeTarget], Observation]:
 def test_a_probe_that_hangs_is_cut_off_and_recorded_unavailable(ledger: Ledger,
                                                                  clock: ManualClock) -> None:
     release = threading.Event()
-    hanging = FakeProbe(lambda target: release.wait(30), clock, "hangs")
+    hanging = reading(lambda target: release.wait(30), "hangs")
     dispatched(ledger)
     clock.advance(1)
     started = time.monotonic()
@@ -110,7 +103,7 @@ def test_a_probe_that_hangs_is_cut_off_and_recorded_unavailable(ledger: Ledger,
 def test_a_probe_that_returns_garbage_is_recorded_unavailable(
         ledger: Ledger, clock: ManualClock, answer: Callable[[ProbeTarget], Any]) -> None:
     dispatched(ledger)
-    [judgement] = sweeper(ledger, FakeProbe(answer, clock)).sweep()
+    [judgement] = sweeper(ledger, reading(answer)).sweep()
     assert [o.authority for o in observations(ledger)] == [Authority.UNAVAILABLE]
     assert judgement.decision.verdict is Verdict.INDETERMINATE
 
@@ -119,20 +112,20 @@ def test_a_probe_that_raises_is_recorded_unavailable(ledger: Ledger, clock: Manu
     def boom(target: ProbeTarget) -> Observation:
         raise ConnectionError("provider down")
     dispatched(ledger)
-    [judgement] = sweeper(ledger, FakeProbe(boom, clock)).sweep()
+    [judgement] = sweeper(ledger, reading(boom)).sweep()
     assert [o.authority for o in observations(ledger)] == [Authority.UNAVAILABLE]
     assert judgement.decision.verdict is Verdict.INDETERMINATE
 
 
 def test_a_conclusive_zero_ends_reconciliation(ledger: Ledger, clock: ManualClock) -> None:
-    probe = FakeProbe(zero(clock), clock)
+    probe = reading(zero(clock))
     dispatched(ledger)
     clock.advance(1)
     runner = sweeper(ledger, probe)
     [judgement] = runner.sweep()
     assert judgement.decision.verdict is Verdict.VERIFIED_NOT_APPLIED
     clock.advance(3600)
-    assert runner.sweep() == [] and probe.calls == 1
+    assert runner.sweep() == [] and len(probe.calls) == 1
 
 
 def test_an_operation_stays_due_until_its_settle_time_and_the_late_effect_is_found(
@@ -148,7 +141,7 @@ def test_an_operation_stays_due_until_its_settle_time_and_the_late_effect_is_fou
         found = (Match("ch_late", H0),) if clock() >= committed else ()
         return Observation(target.operation_id, clock(), "fake", Authority.AUTHORITATIVE, found)
 
-    probe = FakeProbe(provider, clock)
+    probe = reading(provider)
     dispatched(ledger)
     runner = sweeper(ledger, probe, first_backoff_s=300, max_backoff_s=300)
     clock.advance(1)
@@ -158,7 +151,7 @@ def test_an_operation_stays_due_until_its_settle_time_and_the_late_effect_is_fou
     assert runner.sweep() == []  # not yet settled; the backoff alone would wait 300 s
     clock.advance(2)
     [late] = runner.sweep()
-    assert late.decision.verdict is Verdict.VERIFIED_APPLIED and probe.calls == 2
+    assert late.decision.verdict is Verdict.VERIFIED_APPLIED and len(probe.calls) == 2
 
 
 def test_a_zero_read_at_the_very_settle_instant_is_read_again_just_after(
@@ -166,7 +159,7 @@ def test_a_zero_read_at_the_very_settle_instant_is_read_again_just_after(
     # A zero counts only strictly after the settle time: one read at its instant is followed
     # by a read just after, not by the backoff.
     ledger.store.put_contract(replace(CONTRACT, inflight_s=20))
-    probe = FakeProbe(zero(clock), clock)
+    probe = reading(zero(clock))
     dispatched(ledger)
     runner = sweeper(ledger, probe, first_backoff_s=300, max_backoff_s=300)
     clock.advance(20)
@@ -174,17 +167,17 @@ def test_a_zero_read_at_the_very_settle_instant_is_read_again_just_after(
     assert at_instant.decision.verdict is Verdict.INDETERMINATE
     clock.advance(0.01)
     [after] = runner.sweep()
-    assert after.decision.verdict is Verdict.VERIFIED_NOT_APPLIED and probe.calls == 2
+    assert after.decision.verdict is Verdict.VERIFIED_NOT_APPLIED and len(probe.calls) == 2
 
 
 def test_an_operation_without_an_attempt_is_not_probed(ledger: Ledger, clock: ManualClock) -> None:
-    probe = FakeProbe(zero(clock), clock)
+    probe = reading(zero(clock))
     ledger.record_intent(Intent("op-1", H0, K0, "pay", "charge", Effect.NON_IDEMPOTENT, clock()))
-    assert sweeper(ledger, probe).sweep() == [] and probe.calls == 0
+    assert sweeper(ledger, probe).sweep() == [] and len(probe.calls) == 0
 
 
 def test_rounds_back_off_until_the_next_probe_time(ledger: Ledger, clock: ManualClock) -> None:
-    probe = FakeProbe(lambda t: Observation(t.operation_id, clock(), "fake", Authority.WEAK), clock)
+    probe = reading(lambda t: Observation(t.operation_id, clock(), "fake", Authority.WEAK))
     dispatched(ledger)
     runner = sweeper(ledger, probe, first_backoff_s=10)
     runner.sweep()
@@ -194,12 +187,12 @@ def test_rounds_back_off_until_the_next_probe_time(ledger: Ledger, clock: Manual
     assert len(runner.sweep()) == 1
     clock.advance(10)
     assert runner.sweep() == []  # the second backoff is 20 s
-    assert probe.calls == 2
+    assert len(probe.calls) == 2
 
 
 def test_the_deadline_escalates_and_probing_stops(ledger: Ledger, clock: ManualClock) -> None:
-    probe = FakeProbe(lambda t: Observation(t.operation_id, clock(), "fake", Authority.UNAVAILABLE,
-                                            (), "down"), clock)
+    probe = reading(lambda t: Observation(t.operation_id, clock(), "fake", Authority.UNAVAILABLE,
+                                          (), "down"))
     dispatched(ledger)
     runner = sweeper(ledger, probe, first_backoff_s=1000)
     runner.sweep()
@@ -209,18 +202,18 @@ def test_the_deadline_escalates_and_probing_stops(ledger: Ledger, clock: ManualC
     [summary] = ledger.store.list_operations(escalated=True)
     assert summary.operation_id == "op-1" and summary.verdict == "indeterminate"
     clock.advance(10_000)
-    assert runner.sweep() == [] and probe.calls == 2
+    assert runner.sweep() == [] and len(probe.calls) == 2
     assert not judgement.decision.retry_allowed
 
 
 def test_the_probe_budget_escalates(ledger: Ledger, clock: ManualClock) -> None:
-    probe = FakeProbe(lambda t: Observation(t.operation_id, clock(), "fake", Authority.WEAK), clock)
+    probe = reading(lambda t: Observation(t.operation_id, clock(), "fake", Authority.WEAK))
     dispatched(ledger)
     runner = sweeper(ledger, probe, probe_budget=3, first_backoff_s=1)
     for _ in range(10):
         runner.sweep()
         clock.advance(5)
-    assert probe.calls == 3
+    assert len(probe.calls) == 3
     assert [o.operation_id for o in ledger.store.list_operations(escalated=True)] == ["op-1"]
 
 
@@ -241,7 +234,7 @@ def test_two_sweepers_never_probe_one_operation_at_once(ledger: Ledger, clock: M
 
     for n in range(12):
         dispatched(ledger, f"op-{n}")
-    probe = FakeProbe(slow, clock)
+    probe = reading(slow)
     a = sweeper(ledger, probe, first_backoff_s=0.0001)
     b = sweeper(ledger, probe, first_backoff_s=0.0001)
     threads = [threading.Thread(target=s.sweep) for s in (a, b, a, b)]
@@ -250,7 +243,7 @@ def test_two_sweepers_never_probe_one_operation_at_once(ledger: Ledger, clock: M
     for thread in threads:
         thread.join(30)
     assert not overlap
-    assert probe.calls >= 12
+    assert len(probe.calls) >= 12
 
 
 def test_on_demand_reconcile_is_refused_while_another_sweeper_holds_the_lease(
@@ -258,9 +251,9 @@ def test_on_demand_reconcile_is_refused_while_another_sweeper_holds_the_lease(
     dispatched(ledger)
     leases = leases_of(ledger.store)
     assert leases.claim("op-1", "someone-else", clock(), 60)
-    assert sweeper(ledger, FakeProbe(zero(clock), clock)).reconcile("op-1") is None
+    assert sweeper(ledger, reading(zero(clock))).reconcile("op-1") is None
     clock.advance(61)
-    judgement = sweeper(ledger, FakeProbe(zero(clock), clock)).reconcile("op-1")
+    judgement = sweeper(ledger, reading(zero(clock))).reconcile("op-1")
     assert judgement is not None and judgement.decision.verdict is Verdict.VERIFIED_NOT_APPLIED
 
 
@@ -282,7 +275,7 @@ def test_apscheduler_drives_the_periodic_sweep(ledger: Ledger, clock: ManualCloc
 
     dispatched(ledger)
     clock.advance(1)
-    scheduler = sweep_periodically(sweeper(ledger, FakeProbe(answer, clock)), every_s=0.1)
+    scheduler = sweep_periodically(sweeper(ledger, reading(answer)), every_s=0.1)
     try:
         assert probed.wait(10)
     finally:
@@ -294,8 +287,8 @@ def test_apscheduler_drives_the_periodic_sweep(ledger: Ledger, clock: ManualCloc
 
 def test_an_empty_read_by_a_probe_that_does_not_cover_the_action_is_unavailable_probe_blind(
         ledger: Ledger, clock: ManualClock) -> None:
-    refunds = FakeProbe(zero(clock), clock, sight=Sight(frozenset({"refund"}),
-                                                        frozenset({Carried.IDEMPOTENCY_KEY})))
+    refunds = reading(zero(clock), sight=Sight(frozenset({"refund"}),
+                                               frozenset({Carried.IDEMPOTENCY_KEY})))
     dispatched(ledger)
     clock.advance(3600)  # long settled: only what the probe could see keeps the zero out
     [judgement] = sweeper(ledger, refunds).sweep()
@@ -313,7 +306,7 @@ def test_an_empty_read_by_key_of_a_keyless_intent_is_unavailable_probe_blind(
     ledger.record_intent(Intent("op-1", H0, None, "pay", "charge", Effect.NON_IDEMPOTENT, now))
     ledger.record_attempt(Attempt("op-1", 1, None, H0, now, Outcome.TIMEOUT))
     clock.advance(3600)
-    [judgement] = sweeper(ledger, FakeProbe(zero(clock), clock)).sweep()  # reads by key
+    [judgement] = sweeper(ledger, reading(zero(clock))).sweep()  # reads by key
     [obs] = observations(ledger)
     assert obs.authority is Authority.UNAVAILABLE
     assert (obs.error or "").startswith("probe_blind: correlation: probe 'fake' finds effects "
@@ -323,9 +316,9 @@ def test_an_empty_read_by_key_of_a_keyless_intent_is_unavailable_probe_blind(
 
 def test_a_match_by_a_probe_blind_to_the_operation_keeps_its_authority(
         ledger: Ledger, clock: ManualClock) -> None:
-    found = FakeProbe(lambda target: Observation(target.operation_id, clock(), "fake",
-                                                 Authority.AUTHORITATIVE, (Match("ch_1"),)),
-                      clock, sight=Sight())
+    found = reading(lambda target: Observation(target.operation_id, clock(), "fake",
+                                               Authority.AUTHORITATIVE, (Match("ch_1"),)),
+                    sight=Sight())
     dispatched(ledger)
     [judgement] = sweeper(ledger, found).sweep()
     [obs] = observations(ledger)
@@ -335,8 +328,8 @@ def test_a_match_by_a_probe_blind_to_the_operation_keeps_its_authority(
 
 def test_a_probe_by_reference_sees_the_operation_once_the_provider_returned_a_ref(
         ledger: Ledger, clock: ManualClock) -> None:
-    by_ref = FakeProbe(zero(clock), clock, sight=Sight(frozenset({"charge"}),
-                                                       frozenset({Carried.PROVIDER_REF})))
+    by_ref = reading(zero(clock), sight=Sight(frozenset({"charge"}),
+                                              frozenset({Carried.PROVIDER_REF})))
     now = clock()
     for op, receipt in (("op-lost", None), ("op-answered", Match("ch_1"))):
         ledger.record_intent(Intent(op, H0, K0, "pay", "charge", Effect.NON_IDEMPOTENT, now))
