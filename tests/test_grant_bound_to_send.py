@@ -40,9 +40,9 @@ from reconciler.core.errors import RetryNotGrantedError, RetryRefusedError
 from reconciler.core.schemas import AttemptIn, IntentIn, OperationOut, RetryIn
 from reconciler.ledger import Ledger
 from reconciler.ledger.gate import GateAnswer, RetryGate, RetryRequest
-from reconciler.sandbox.clock import ManualClock
 from reconciler.store.kinds import leases_of
 from reconciler.store.sql import SqlStore
+from reconciler.testing import ManualClock
 
 from sidecar_client import H, Sidecar, assert_problem, running_sidecar
 from stores import KINDS, opened
