@@ -179,10 +179,10 @@ def run(ctx: Context) -> Outcome:
     # Issue 35 asks for at least 5 rounds; quick mode takes fewer (and says so in a note):
     # each run costs a load generator's start, about 0.15 s, besides its length.
     sizes = Sizes(rounds=ctx.size(2, 5), latency_rounds=ctx.size(1, 5),
-                  seconds=ctx.seconds(0.5, 2.0), warmup_s=ctx.seconds(0.25, 0.6),
-                  latency_seconds=ctx.seconds(0.6, 1.0),
+                  seconds=ctx.seconds(0.4, 2.0), warmup_s=ctx.seconds(0.2, 0.6),
+                  latency_seconds=ctx.seconds(0.5, 1.0),
                   latency_warmup_s=ctx.seconds(0.1, 0.3),
-                  overload_seconds=ctx.seconds(0.5, 3.0))
+                  overload_seconds=ctx.seconds(0.3, 3.0))
     with step(f"preparing {pool} verified_not_applied operations"):
         ledger = Ledger(store)
         for i in range(pool):
