@@ -94,7 +94,7 @@ def counted_events(journal: Journal) -> Journal:
     return journal
 
 
-def measure_waiting(store: Store, journal: Journal | None, now: datetime) -> None:
+def measure_waiting(store: Store, journal: Journal, now: datetime) -> None:
     """Set the human-queue and runs-by-state gauges from the store (at each scrape). A reason
     or state with nothing in it reads 0, not its last value."""
     for reason in Reason:
@@ -103,8 +103,6 @@ def measure_waiting(store: Store, journal: Journal | None, now: datetime) -> Non
     for waiting in store.waiting_on_human():
         WAITING.labels("operation", waiting.reason).set(waiting.count)
         WAITING_AGE.labels("operation", waiting.reason).set(_age(now, waiting.oldest))
-    if journal is None:
-        return
     by_state = {state: (n, oldest) for state, n, oldest in journal.count_runs()}
     for state in RunState:
         RUNS.labels(state.value).set(by_state.get(state.value, (0, now))[0])

@@ -36,11 +36,9 @@ def wiring_of(request: Request) -> Wiring:
     return wiring
 
 
-def journal_here(request: Request) -> Journal | None:
-    try:
-        return journal_of(wiring_of(request).store)
-    except TypeError:
-        return None
+def journal_here(request: Request) -> Journal:
+    """The runs beside the served store (every store kind keeps them: store.kinds)."""
+    return journal_of(wiring_of(request).store)
 
 
 def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:

@@ -39,19 +39,18 @@ RUN_WHY = {
 }
 
 
-def needs_a_human(store: Store, journal: Journal | None) -> list[Item]:
+def needs_a_human(store: Store, journal: Journal) -> list[Item]:
     """Everything waiting on a human, the longest-waiting first."""
     items = [Item("operation", s.operation_id, s.reason, EXPLAINED[Reason(s.reason)],
                   s.updated_at)
              for s in store.list_operations(attention=True, limit=QUEUE_READ)
              if s.reason is not None]
-    if journal is not None:
-        for run in journal.list_runs(state=RunState.AWAITING_APPROVAL.value, limit=QUEUE_READ):
-            items.append(Item("run", run.run_id, "awaiting_approval",
-                              RUN_WHY[_waiting_for(journal, run.run_id)], run.updated_at))
-        for run in journal.list_runs(unhealthy=True, limit=QUEUE_READ):
-            items.append(Item("run", run.run_id, "unhealthy", RUN_WHY["unhealthy"],
-                              run.updated_at))
+    for run in journal.list_runs(state=RunState.AWAITING_APPROVAL.value, limit=QUEUE_READ):
+        items.append(Item("run", run.run_id, "awaiting_approval",
+                          RUN_WHY[_waiting_for(journal, run.run_id)], run.updated_at))
+    for run in journal.list_runs(unhealthy=True, limit=QUEUE_READ):
+        items.append(Item("run", run.run_id, "unhealthy", RUN_WHY["unhealthy"],
+                          run.updated_at))
     return sorted(items, key=lambda item: item.since)
 
 

@@ -129,7 +129,7 @@ def runs_page(request: Request) -> Response:
     journal = journal_here(request)
     page = journal.list_runs(
         state=filters.state.value if filters.state else None, unhealthy=filters.unhealthy,
-        after=filters.after, limit=PAGE + 1) if journal else []
+        after=filters.after, limit=PAGE + 1)
     more = len(page) > PAGE
     return render(request, "runs.html", items=page[:PAGE],
                   next_cursor=page[PAGE - 1].run_id if more else None,

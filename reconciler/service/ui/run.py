@@ -61,11 +61,8 @@ def _offered(view: RunView) -> dict[str, str]:
 
 def _load(request: Request, run_id: str) -> RunView | Response:
     """The run as its events say it is, or the page saying there is no such run."""
-    journal = journal_here(request)
     try:
-        if journal is None:
-            raise ReconcilerError("this store keeps no runs")
-        return journal.load(run_id)
+        return journal_here(request).load(run_id)
     except ReconcilerError as exc:
         return message(request, 404, "No such run", str(exc))
 
@@ -78,9 +75,7 @@ def run_page(request: Request) -> Response:
     view = _load(request, page.id)
     if isinstance(view, Response):
         return view
-    journal = journal_here(request)
-    assert journal is not None  # the run was loaded from it
-    events = journal.events(page.id)
+    events = journal_here(request).events(page.id)
     pending = view.calls.get(view.approval.tool_call_id) if view.approval else None
     first_send = view.approval is not None and view.approval.payload.get(
         "kind") == BEFORE_DISPATCH
