@@ -3,17 +3,20 @@ probe answering a script, the sandbox provider on that clock."""
 
 from __future__ import annotations
 
+import logging
+import threading
 from datetime import UTC, datetime, timedelta, timezone
 
 import httpx
 import pytest
 
-from probes.base import Probe
+from probes.base import Probe, ProbeTarget, sight_of
 from probes.runner import run_probe
 from reconciler.core.domain import Authority, Observation, Receipt
+from reconciler.core.sight import Sight
 from reconciler.sandbox import RunningSandbox
 from reconciler.sandbox.credentials import SandboxAuth
-from reconciler.testing import FakeProbe, ManualClock, manual_sandbox
+from reconciler.testing import FakeProbe, ManualClock, ManualMonotonic, manual_sandbox
 from reconciler.testing.patience import PATIENCE_S
 
 from probe_harness import target
@@ -63,6 +66,25 @@ def test_the_sandbox_reads_the_same_instant_in_unix_seconds(clock: ManualClock) 
     assert clock.now() == (T0 + timedelta(seconds=0.25)).timestamp()
 
 
+# --- the manual monotonic clock --------------------------------------------------------------
+
+def test_a_manual_monotonic_clock_moves_only_when_advanced_or_slept_on() -> None:
+    mono = ManualMonotonic(start=50.0)
+    assert mono() == mono() == 50.0
+    mono.advance(2.5)
+    mono.sleep(10)
+    assert mono() == 62.5 and mono.slept == [10]
+
+
+def test_a_manual_monotonic_clock_never_goes_back() -> None:
+    mono = ManualMonotonic()
+    with pytest.raises(ValueError, match="cannot advance"):
+        mono.advance(-1)
+    with pytest.raises(ValueError, match="cannot advance"):
+        mono.sleep(-1)
+    assert mono() == 1000.0 and mono.slept == []
+
+
 # --- the fake probe --------------------------------------------------------------------------
 
 def test_a_fake_probe_is_a_probe() -> None:
@@ -97,6 +119,33 @@ def test_a_fake_probe_takes_a_script_or_a_function_not_both_nor_neither() -> Non
         FakeProbe()
     with pytest.raises(ValueError):
         FakeProbe(seen(T0), answer=lambda t: seen(T0))
+
+
+def test_a_fake_probe_without_a_sight_is_one_the_reconciler_sees_nothing_through(
+        caplog: pytest.LogCaptureFixture) -> None:
+    assert FakeProbe(seen(T0)).sight == Sight()
+    sightless = FakeProbe(seen(T0), name="sightless", sight=None)
+    assert not hasattr(sightless, "sight")
+    with caplog.at_level(logging.WARNING, logger="probes.base"):
+        assert sight_of(sightless) == Sight()
+    assert "'sightless' has no sight" in caplog.text
+
+
+def test_waiting_for_a_fake_probes_call_returns_once_one_has_begun() -> None:
+    release = threading.Event()
+
+    def held(t: ProbeTarget) -> Observation:
+        release.wait(PATIENCE_S)
+        return seen(T0)
+
+    probe = FakeProbe(answer=held)
+    assert not probe.wait_for_call(0.01)
+    caller = threading.Thread(target=probe.probe, args=(target(),))
+    caller.start()
+    assert probe.wait_for_call(PATIENCE_S) and caller.is_alive()  # under way, not answered
+    release.set()
+    caller.join(PATIENCE_S)
+    assert probe.wait_for_call(0) and probe.asked == ["op-1"]
 
 
 # --- the sandbox on a manual clock -----------------------------------------------------------

@@ -13,6 +13,9 @@ from reconciler.core.sight import Sight
 #: contract, which the reconciler must turn into evidence of nothing).
 ScriptedResult: TypeAlias = ProbeResult | BaseException
 
+#: What a `FakeProbe` sees unless told otherwise: no action, by no identifier.
+SEES_NOTHING = Sight()
+
 
 class FakeProbe:
     """A `probes.base.Probe` answering from a script, or from a function of the target.
@@ -28,20 +31,29 @@ class FakeProbe:
     `sight` is what it covers and finds effects by (SPEC section 3); by default nothing, so the
     sweep records its empty answers as `unavailable`: give it the actions and identifiers of
     the operations whose zeros it stands for, `Sight(frozenset({"charge"}),
-    frozenset({Carried.IDEMPOTENCY_KEY}))`.
+    frozenset({Carried.IDEMPOTENCY_KEY}))`. `sight=None` leaves the attribute out, as a
+    plugin's probe that declares no sight: the reconciler must treat it as seeing nothing.
+
+    `wait_for_call` blocks until a call has begun, for a test that acts while one is in flight
+    (an `answer` that sleeps or waits keeps the call under way).
     """
+
+    #: Set in `__init__` unless `sight=None`: then reading it raises AttributeError.
+    sight: Sight
 
     def __init__(self, *script: ScriptedResult,
                  answer: Callable[[ProbeTarget], ProbeResult] | None = None,
-                 name: str = "fake", sight: Sight | None = None) -> None:
+                 name: str = "fake", sight: Sight | None = SEES_NOTHING) -> None:
         if bool(script) == (answer is not None):
             raise ValueError("a FakeProbe takes scripted answers or an `answer` function")
         self.name = name
-        self.sight = sight or Sight()
+        if sight is not None:
+            self.sight = sight
         self.calls: list[ProbeTarget] = []
         self._script = list(script)
         self._answer = answer
         self._lock = threading.Lock()
+        self._called = threading.Event()
 
     def probe(self, target: ProbeTarget) -> ProbeResult:
         with self._lock:
@@ -49,12 +61,17 @@ class FakeProbe:
             reply = self._script.pop(0) if len(self._script) > 1 else None
             if reply is None and self._script:
                 reply = self._script[0]
+        self._called.set()
         if reply is None:
             assert self._answer is not None  # the constructor saw to one or the other
             return self._answer(target)
         if isinstance(reply, BaseException):
             raise reply
         return reply
+
+    def wait_for_call(self, timeout: float) -> bool:
+        """True once a call has begun (at once if one already has); False after `timeout` s."""
+        return self._called.wait(timeout)
 
     @property
     def asked(self) -> list[str]:
