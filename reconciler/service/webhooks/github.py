@@ -34,11 +34,11 @@ from fastapi import Request
 from reconciler.core.schemas import WebhookAck
 from reconciler.service.problems import problem_responses
 from reconciler.service.webhooks.receiving import (
-    Found,
+    EventReceipt,
     accept,
     body_digest,
     dig,
-    found,
+    event_receipt,
     json_event,
     rejected,
     webhook_secret,
@@ -75,13 +75,13 @@ def github_webhook(body: RawBody, request: Request, wiring: Wired) -> WebhookAck
     hub_signed("github", "X-Hub-Signature-256", body, request)
     event = json_event(body)
     kind = request.headers.get("x-github-event", "")
-    named: Found | str = f"a {kind or 'unnamed'} event is not a receipt"
+    named: EventReceipt | str = f"a {kind or 'unnamed'} event is not a receipt"
     if kind == "issues" and event.get("action") == "opened":
         named = _issue_opened(event)
     return accept(wiring, "github", body_digest(body), None, named)
 
 
-def _issue_opened(event: dict[str, Any]) -> Found | str:
+def _issue_opened(event: dict[str, Any]) -> EventReceipt | str:
     """The operation an opened issue names, or why it is ignored: it must be in a configured
     repository and written by the configured account before its marker means anything."""
     if (ignored := _not_the_workers(event)) is not None:
@@ -91,7 +91,7 @@ def _issue_opened(event: dict[str, Any]) -> Found | str:
     marker = MARKER.search(issue_body) if isinstance(issue_body, str) else None
     if not marker:
         return "the issue body carries no reconciler marker"
-    return found(marker["op"], dig(event, "issue.number"), marker["hash"])
+    return event_receipt(marker["op"], dig(event, "issue.number"), marker["hash"])
 
 
 def _not_the_workers(event: dict[str, Any]) -> str | None:

@@ -37,11 +37,11 @@ from reconciler.service.problems import problem_responses
 # Jira's X-Hub-Signature is GitHub's X-Hub-Signature-256 value: `sha256=` and the hex HMAC.
 from reconciler.service.webhooks.github import hub_signed
 from reconciler.service.webhooks.receiving import (
-    Found,
+    EventReceipt,
     accept,
     body_digest,
     dig,
-    found,
+    event_receipt,
     json_event,
 )
 from reconciler.service.webhooks.routes import router
@@ -60,13 +60,13 @@ def jira_webhook(body: RawBody, request: Request, wiring: Wired) -> WebhookAck:
     hub_signed("jira", "X-Hub-Signature", body, request)
     event = json_event(body)
     kind = event.get("webhookEvent")
-    named: Found | str = f"a {kind or 'unnamed'} event is not a receipt"
+    named: EventReceipt | str = f"a {kind or 'unnamed'} event is not a receipt"
     if kind == "jira:issue_created":
         named = _issue_created(event)
     return accept(wiring, "jira", body_digest(body), None, named)
 
 
-def _issue_created(event: dict[str, Any]) -> Found | str:
+def _issue_created(event: dict[str, Any]) -> EventReceipt | str:
     """The operation a created issue's label names, or why it is ignored: the worker's own
     account must have created it before its label means anything."""
     account = os.environ.get(ACCOUNT_ENV, "").strip()
@@ -84,6 +84,6 @@ def _issue_created(event: dict[str, Any]) -> Found | str:
         if len(ops) != 1:
             return "the issue carries no reconciler label" if not ops else \
                 "the issue carries more than one reconciler label"
-        return found(ops[0], dig(event, "issue.key"), None)
+        return event_receipt(ops[0], dig(event, "issue.key"), None)
     log.info("jira issue ignored: %s", why)
     return "ignored: " + why

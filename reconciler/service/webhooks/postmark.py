@@ -29,11 +29,11 @@ from reconciler.core.schemas import WebhookAck
 from reconciler.service.problems import ProblemError, problem_responses
 from reconciler.service.webhooks.receiving import (
     NOT_CONFIGURED,
-    Found,
+    EventReceipt,
     accept,
     body_digest,
     dig,
-    found,
+    event_receipt,
     json_event,
     rejected,
     webhook_secret,
@@ -59,10 +59,10 @@ def postmark_webhook(body: RawBody, request: Request, wiring: Wired) -> WebhookA
         raise rejected("postmark", f"{peer or 'the peer'} is not in {ALLOWED_IPS_ENV}")
     event = json_event(body)
     record = event.get("RecordType")
-    named: Found | str = f"a {record} record is not a receipt"
+    named: EventReceipt | str = f"a {record} record is not a receipt"
     if record in SENT_RECORDS:
-        named = found(dig(event, "Metadata.operation_id"), event.get("MessageID"),
-                      dig(event, "Metadata.request_hash"))
+        named = event_receipt(dig(event, "Metadata.operation_id"), event.get("MessageID"),
+                              dig(event, "Metadata.request_hash"))
     return accept(wiring, "postmark", body_digest(body), None, named)
 
 

@@ -95,7 +95,7 @@ def dig(data: Any, path: str) -> Any:
     return data
 
 
-class Found(BaseModel):
+class EventReceipt(BaseModel):
     """The operation an event names and the provider's object that proves it; checked like
     the API's input, so nothing long or odd reaches the store through provider metadata."""
 
@@ -106,20 +106,21 @@ class Found(BaseModel):
     request_hash: Hash | None = None
 
 
-def found(operation_id: Any, provider_ref: Any, request_hash: Any) -> Found | str:
-    """A `Found`, or why the event names no usable operation."""
+def event_receipt(operation_id: Any, provider_ref: Any,
+                  request_hash: Any) -> EventReceipt | str:
+    """An `EventReceipt`, or why the event names no usable operation."""
     if operation_id is None:
         return "the event carries no operation_id in its metadata"
     try:
-        return Found(operation_id=operation_id, provider_ref=str(provider_ref or ""),
-                     request_hash=request_hash)
+        return EventReceipt(operation_id=operation_id, provider_ref=str(provider_ref or ""),
+                            request_hash=request_hash)
     except ValidationError as exc:
         fields = ", ".join(str(e["loc"][0]) for e in exc.errors())
         return f"the event's {fields} is not usable"
 
 
 def accept(wiring: Wiring, provider: str, delivery_id: str, keep_for: timedelta | None,
-           event: Found | str, *, scheme: str | None = None) -> WebhookAck:
+           event: EventReceipt | str, *, scheme: str | None = None) -> WebhookAck:
     """Record the delivery once, with a receipt (source `webhook:<provider>`) when the event
     names one of this provider's operations. A replay is refused (401) and writes nothing.
     `delivery_id` must come from what the signature covers (never an unsigned header), and is
@@ -129,7 +130,7 @@ def accept(wiring: Wiring, provider: str, delivery_id: str, keep_for: timedelta 
         raise rejected(provider, "the delivery id is missing or too long")
     now = wiring.ledger.clock()
     receipt = Receipt(event.operation_id, now, event.provider_ref, event.request_hash,
-                      f"webhook:{provider}") if isinstance(event, Found) else None
+                      f"webhook:{provider}") if isinstance(event, EventReceipt) else None
     delivered = wiring.ledger.record_delivery(
         provider, Delivery(scheme or provider, delivery_id, now, keep_for), receipt)
     if delivered is Delivered.REPLAY:
@@ -141,5 +142,5 @@ def accept(wiring: Wiring, provider: str, delivery_id: str, keep_for: timedelta 
     else:
         detail = f"no operation {event.operation_id!r} of provider {provider!r}"
     return WebhookAck(delivery_id=delivery_id,
-                      operation_id=event.operation_id if isinstance(event, Found) else None,
+                      operation_id=event.operation_id if isinstance(event, EventReceipt) else None,
                       recorded=delivered is Delivered.RECORDED, detail=detail)

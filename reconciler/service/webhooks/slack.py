@@ -25,10 +25,10 @@ from slack_sdk.signature import SignatureVerifier
 from reconciler.core.schemas import WebhookAck
 from reconciler.service.problems import problem_responses
 from reconciler.service.webhooks.receiving import (
-    Found,
+    EventReceipt,
     accept,
     dig,
-    found,
+    event_receipt,
     json_event,
     rejected,
     webhook_secret,
@@ -61,10 +61,10 @@ def slack_webhook(body: RawBody, request: Request, wiring: Wired) -> Any:
     if event.get("type") == "url_verification":
         return JSONResponse({"challenge": str(event.get("challenge", ""))})
     inner = event.get("event")
-    named: Found | str = f"a {dig(inner, 'type')} event is not a receipt"
+    named: EventReceipt | str = f"a {dig(inner, 'type')} event is not a receipt"
     if dig(inner, "type") == "message_metadata_posted":
         payload = dig(inner, "metadata.event_payload")
-        named = found(dig(payload, "operation_id"), dig(inner, "message_ts"),
-                      dig(payload, "request_hash"))
+        named = event_receipt(dig(payload, "operation_id"), dig(inner, "message_ts"),
+                              dig(payload, "request_hash"))
     return accept(wiring, "slack", str(event.get("event_id") or ""), remember(RETRY_WINDOW),
                   named)

@@ -42,7 +42,7 @@ from reconciler.service.webhooks.receiving import (
     NOT_CONFIGURED,
     accept,
     dig,
-    found,
+    event_receipt,
     json_event,
     rejected,
     secret_env,
@@ -76,8 +76,8 @@ def standard_webhook(provider: Provider, body: RawBody, request: Request,
                        f"{TOLERANCE_S}s off") from None
     event = json_event(body)
     data = event.get("data")
-    named = found(dig(data, "metadata.operation_id"), dig(data, "id"),
-                  dig(data, "metadata.request_hash"))
+    named = event_receipt(dig(data, "metadata.operation_id"), dig(data, "id"),
+                          dig(data, "metadata.request_hash"))
     return accept(wiring, provider, signed.get("webhook-id", ""),
                   remember(RETRY_WINDOW), named, scheme=f"standard:{provider}")
 

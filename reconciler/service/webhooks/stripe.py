@@ -26,7 +26,7 @@ from reconciler.service.problems import problem_responses
 from reconciler.service.webhooks.receiving import (
     accept,
     dig,
-    found,
+    event_receipt,
     json_event,
     rejected,
     webhook_secret,
@@ -63,8 +63,8 @@ def stripe_webhook(body: RawBody, request: Request, wiring: Wired) -> WebhookAck
         raise rejected("stripe", "Stripe-Signature's timestamp is in the future")
     event = json_event(body)
     kind, obj = event.get("type"), dig(event, "data.object")
-    named = (found(dig(obj, "metadata.operation_id"), dig(obj, "id"),
-                   dig(obj, "metadata.request_hash"))
+    named = (event_receipt(dig(obj, "metadata.operation_id"), dig(obj, "id"),
+                           dig(obj, "metadata.request_hash"))
              if kind in RECEIPT_EVENTS else f"a {kind} event is not a receipt")
     return accept(wiring, "stripe", str(event.get("id") or ""), remember(RETRY_WINDOW), named)
 

@@ -40,9 +40,9 @@ from reconciler.core.schemas import WebhookAck
 from reconciler.service.problems import ProblemError, problem_responses
 from reconciler.service.webhooks.receiving import (
     NOT_CONFIGURED,
-    Found,
+    EventReceipt,
     accept,
-    found,
+    event_receipt,
     rejected,
     webhook_secret,
 )
@@ -91,14 +91,14 @@ def _validator(token: str) -> Any:
     return RequestValidator(token)
 
 
-def _named(wiring: Wiring, url: str, params: Mapping[str, str]) -> Found | str:
+def _named(wiring: Wiring, url: str, params: Mapping[str, str]) -> EventReceipt | str:
     """The operation the signed callback URL names, when the callback is its message's and
     says the message was sent; otherwise why not."""
     status, sid = params.get("MessageStatus"), params.get("MessageSid")
     if status not in EFFECT_STATUS:
         return f"a {status or 'status-less'} message callback is not a receipt"
     named = dict(parse_qsl(urlsplit(url).query))
-    event = found(named.get("operation_id"), sid, named.get("request_hash"))
+    event = event_receipt(named.get("operation_id"), sid, named.get("request_hash"))
     if isinstance(event, str) or not sid:
         return "the callback names no message" if not sid else \
             f"{event} (set StatusCallback=<this route>?operation_id=<id>)"
