@@ -1,8 +1,8 @@
 """Credentials come from the environment only; configuration names the variable, never the value.
 
 Two guards: `reject_inline_secrets` refuses a configuration that holds a secret literally (so it
-cannot end up in a repository, a log or an error), and `Credential` carries a secret read from
-the environment without ever showing it in a repr.
+cannot end up in a repository, a log or an error), and `ProviderCredential` carries a secret
+read from the environment without ever showing it in a repr.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class MissingCredential(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Credential:
+class ProviderCredential:
     """How a probe logs in, read from the environment at every call, so a rotated secret is
     used from the next call on without a restart.
 

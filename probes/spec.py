@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from probes.budget import BUDGETS, Budget
-from probes.credentials import Credential
+from probes.credentials import ProviderCredential
 from probes.matching import Extraction, FieldCheck, StatusFilter
 from probes.options import Options
 from probes.pagination import STYLES, Pagination
@@ -38,7 +38,7 @@ class HttpJsonSpec:
     path: Template
     params: Mapping[str, Template]
     headers: Mapping[str, Template]
-    credential: Credential | None
+    credential: ProviderCredential | None
     extraction: Extraction
     require: tuple[FieldCheck, ...]
     pagination: Pagination
@@ -104,7 +104,7 @@ def _path(opts: Options, key: str, where: str) -> Template:
     return Template.parse(path, where)
 
 
-def _credential(opts: Options, env: Mapping[str, str]) -> Credential | None:
+def _credential(opts: Options, env: Mapping[str, str]) -> ProviderCredential | None:
     token_env, header = opts.string("token_env"), opts.string("auth_header")
     username_env = opts.string("username_env")
     default = "basic" if username_env else "header" if header else "bearer"
@@ -119,7 +119,7 @@ def _credential(opts: Options, env: Mapping[str, str]) -> Credential | None:
         raise opts.error("auth = 'header' and 'auth_header' (the header's name) go together")
     if (scheme == "basic") != (username_env is not None):
         raise opts.error("auth = 'basic' and 'username_env' (the user's variable) go together")
-    return Credential(token_env, env, scheme, header, username_env)
+    return ProviderCredential(token_env, env, scheme, header, username_env)
 
 
 def _extraction(opts: Options, where: str) -> Extraction:
