@@ -4,8 +4,6 @@ and the lease that keeps one worker on a run."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 
 from reconciler.core.errors import (
@@ -78,14 +76,8 @@ def test_the_state_is_the_fold_of_the_events(world: World) -> None:
     assert S.AWAITING_TOOL in states
 
 
-# The journal.
-
-
-def test_a_run_id_is_created_once(world: World) -> None:
-    created(world)
-    with pytest.raises(RunConflictError, match="exists already"):
-        created(world)
-    assert len(world.journal.events("run-1")) == 1
+# The journal (its rules on every backend: tests/test_journal_contract.py; here, what the SQL
+# journal's rows show).
 
 
 def test_an_unknown_run_is_named_as_such(world: World) -> None:
@@ -198,18 +190,6 @@ def test_a_summary_that_disagrees_with_the_events_is_found() -> None:
 
 
 # The lease.
-
-
-def test_one_worker_holds_a_run_until_its_lease_expires(world: World) -> None:
-    created(world)
-    now = world.clock()
-    assert world.journal.claim("run-1", "worker-a", now, 30)
-    assert world.journal.claim("run-1", "worker-a", now, 30)  # renewing is fine
-    assert not world.journal.claim("run-1", "worker-b", now, 30)
-    assert world.journal.claim("run-1", "worker-b", now + timedelta(seconds=31), 30)
-    assert world.journal.claim("run-1", "worker-c", now, 30, force=True)
-    world.journal.release("run-1", "worker-c")
-    assert world.journal.claim("run-1", "worker-a", now, 30)
 
 
 def test_a_run_another_worker_holds_is_only_taken_over_on_purpose(world: World) -> None:
