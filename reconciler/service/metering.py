@@ -74,8 +74,12 @@ def reconcile_lag_s(leases: Leases, now: datetime) -> float:
 
 def counted_events(journal: Journal) -> Journal:
     """`journal` with the run steps it records counted: turns, tool dispatches, budget stops.
-    Counted once the event is appended (a conflicting append records nothing, counts nothing)."""
+    Counted once the event is appended (a conflicting append records nothing, counts nothing).
+    Idempotent: a memory store's journal is one object however many apps serve the store
+    (store.kinds), and its appends are counted once."""
     append = journal.append
+    if hasattr(append, "__wrapped__"):
+        return journal
 
     @functools.wraps(append)
     def counted(*args: Any, **kwargs: Any) -> Any:
