@@ -3,13 +3,13 @@ correlation): its page says why the provider's side stays empty, and what to con
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-from probes.base import ProbeTarget
-from reconciler.core.domain import Carried, Facts, Match, Observation, Outcome, Receipt
+from reconciler.core.domain import Carried, Facts, Match, Outcome
 from reconciler.core.sight import Sight
 from reconciler.service.ui.operation import unseen
+from reconciler.testing import FakeProbe
 
 from builders import attempt, facts, intent
 from console_harness import console_sidecar, signed_in
@@ -18,17 +18,9 @@ BY_KEY, BY_ID, BY_REF = (frozenset({c}) for c in (Carried.IDEMPOTENCY_KEY,
                                                    Carried.OPERATION_ID, Carried.PROVIDER_REF))
 
 
-@dataclass
-class Reader:
-    name: str
-    sight: Sight
-
-    def probe(self, target: ProbeTarget) -> Observation | Receipt:
-        raise AssertionError("the page reads no provider")
-
-
-def reads(covers: str, finds_by: frozenset[Carried], name: str = "charges") -> Reader:
-    return Reader(name, Sight(frozenset({covers}), finds_by))
+def reads(covers: str, finds_by: frozenset[Carried], name: str = "charges") -> FakeProbe:
+    return FakeProbe(AssertionError("the page reads no provider"), name=name,
+                     sight=Sight(frozenset({covers}), finds_by))
 
 
 def test_a_provider_without_probes_is_named() -> None:

@@ -26,6 +26,7 @@ from probes.registry import ENTRY_POINT_GROUP, ProbeRegistry, default_registry
 from probes.runner import run_probe, run_probes
 from reconciler.core.domain import Authority, Carried, Match, Observation, Receipt
 from reconciler.core.sight import Sight
+from reconciler.testing import FakeProbe
 
 PACKAGE = Path(__file__).parent / "data" / "thirdparty_probe"
 TARGET = ProbeTarget("op-1", None, "ledger", "transfer", "sha256:h0")
@@ -117,41 +118,16 @@ def test_a_plugin_probe_without_a_sight_covers_nothing_and_finds_effects_by_noth
 def test_a_factory_must_return_a_probe_with_the_given_name() -> None:
     registry = ProbeRegistry()
     registry.register("not_a_probe", lambda name, options, env: object())  # type: ignore[arg-type]
-    registry.register("renamed", lambda name, options, env: Steady("other"))
+    registry.register("renamed", lambda name, options, env: FakeProbe(
+        AssertionError("only built, never called"), name="other"))
     for use in ("not_a_probe", "renamed"):
         with pytest.raises(ProbeConfigError, match=f"must return a Probe named '{use}'"):
             registry.build(use, {}, {})
 
 
-class Steady:
-    """A probe that answers whatever it was given."""
-
-    sight = Sight()
-
-    def __init__(self, name: str, answer: Any = None) -> None:
-        self.name = name
-        self.answer = answer
-
-    def probe(self, target: ProbeTarget) -> Observation | Receipt:
-        if isinstance(self.answer, Exception):
-            raise self.answer
-        result: Observation | Receipt = self.answer
-        return result
-
-
-class Sightless:
-    """A plugin's probe that declares no sight."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def probe(self, target: ProbeTarget) -> Observation:
-        return Observation(target.operation_id, NOW, self.name, Authority.AUTHORITATIVE)
-
-
-def sightless(name: str, options: Any, env: Any) -> Sightless:
+def sightless(name: str, options: Any, env: Any) -> FakeProbe:
     """A plugin's factory whose probe declares no sight."""
-    return Sightless(name)
+    return FakeProbe(AssertionError("only built, never called"), name=name, sight=None)
 
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -169,7 +145,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
      "an unavailable observation cannot carry matches"),
 ])
 def test_a_probe_that_breaks_its_contract_counts_as_unavailable(answer: Any, error: str) -> None:
-    result = run_probe(Steady("p", answer), TARGET, clock=lambda: NOW)
+    result = run_probe(FakeProbe(answer, name="p"), TARGET, clock=lambda: NOW)
     assert isinstance(result, Observation)
     assert (result.authority, result.at, result.matches) == (Authority.UNAVAILABLE, NOW, ())
     assert result.error in (error, f"invalid probe result: {error}")
@@ -178,5 +154,5 @@ def test_a_probe_that_breaks_its_contract_counts_as_unavailable(answer: Any, err
 def test_good_answers_pass_through_in_order() -> None:
     observation = Observation("op-1", NOW, "a", Authority.AUTHORITATIVE, (Match("r1"),))
     receipt = Receipt("op-1", NOW, "r1", "sha256:h0", "lookup")
-    probes: list[Probe] = [Steady("a", observation), Steady("b", receipt)]
+    probes: list[Probe] = [FakeProbe(observation, name="a"), FakeProbe(receipt, name="b")]
     assert run_probes(probes, TARGET) == [observation, receipt]

@@ -15,45 +15,44 @@ from probes.runner import ProbeThreads
 from probes.transport import Clients
 from reconciler.core.domain import Authority, Observation
 from reconciler.core.sight import Sight
+from reconciler.testing import FakeProbe
 from reconciler.testing.patience import PATIENCE_S
 
 from probe_harness import charge, observe, probe, target
 
 
 class ThreadNoting:
-    """A probe that notes the thread each call runs on; a call for operation "hangs" sets
-    `hanging` once it runs, then waits for `release`."""
-
-    name = "noting"
-    sight = Sight()
+    """A fake probe's answer that notes the thread each call runs on; a call for operation
+    "hangs" sets `hanging` once it runs, then waits for `release`."""
 
     def __init__(self) -> None:
         self.threads: list[int] = []
         self.hanging, self.release = threading.Event(), threading.Event()
+        self.fake = FakeProbe(answer=self.answer, name="noting")
 
-    def probe(self, t: ProbeTarget) -> Observation:
+    def answer(self, t: ProbeTarget) -> Observation:
         self.threads.append(threading.get_ident())
         if t.operation_id == "hangs":
             self.hanging.set()
             self.release.wait(PATIENCE_S)
-        return Observation(t.operation_id, datetime.now(UTC), self.name, Authority.WEAK)
+        return Observation(t.operation_id, datetime.now(UTC), "noting", Authority.WEAK)
 
 
 def test_calls_one_after_another_reuse_one_thread() -> None:
     threads, noting = ProbeThreads(), ThreadNoting()
     for _ in range(5):
-        threads.submit(noting, target()).result(PATIENCE_S)
+        threads.submit(noting.fake, target()).result(PATIENCE_S)
     threads.close()
     assert len(set(noting.threads)) == 1 and threading.get_ident() not in noting.threads
 
 
 def test_a_hung_call_keeps_its_thread_and_the_next_call_gets_another() -> None:
     threads, noting = ProbeThreads(), ThreadNoting()
-    hung = threads.submit(noting, target(operation_id="hangs"))
+    hung = threads.submit(noting.fake, target(operation_id="hangs"))
     # The next call comes while the hung one is under way on its thread. Without this wait, a
     # loaded machine may not have started the hung call (nor noted its thread) yet.
     assert noting.hanging.wait(PATIENCE_S)
-    answered = threads.submit(noting, target()).result(PATIENCE_S)
+    answered = threads.submit(noting.fake, target()).result(PATIENCE_S)
     assert not hung.done() and isinstance(answered, Observation)
     assert len(set(noting.threads)) == 2
     noting.release.set()
@@ -62,14 +61,8 @@ def test_a_hung_call_keeps_its_thread_and_the_next_call_gets_another() -> None:
 
 
 def test_a_probe_that_raises_past_exception_answers_unavailable() -> None:
-    class Exits:
-        name = "exits"
-        sight = Sight()
-
-        def probe(self, t: ProbeTarget) -> Observation:
-            raise SystemExit(3)
-
-    answer = ProbeThreads().submit(Exits(), target()).result(PATIENCE_S)
+    exits = FakeProbe(SystemExit(3), name="exits")
+    answer = ProbeThreads().submit(exits, target()).result(PATIENCE_S)
     assert isinstance(answer, Observation) and answer.authority is Authority.UNAVAILABLE
     assert answer.error == "probe raised SystemExit"
 

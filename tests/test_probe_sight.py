@@ -41,10 +41,17 @@ from reconciler.core.sight import PROBE_BLIND, Sight
 from reconciler.effect import current_call, effect
 from reconciler.effect.backends import EmbeddedBackend
 from reconciler.sandbox import running_sandbox
+from reconciler.testing import FakeProbe
 
 from builders import H0, K0
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def built_only(name: str, sight: Sight | None) -> FakeProbe:
+    """The kit's fake probe, built and judged by its sight but never called; `sight=None` for
+    one that declares none, as a plugin's or a hand-written probe may."""
+    return FakeProbe(AssertionError("not called"), name=name, sight=sight)
 OP, KEY, REF = Carried.OPERATION_ID, Carried.IDEMPOTENCY_KEY, Carried.PROVIDER_REF
 BASE = "https://provider.test"
 
@@ -134,22 +141,10 @@ def test_actions_must_be_a_list_of_action_names(actions: Any) -> None:
         built({**ITEMS, "actions": actions})
 
 
-class Plugin:
-    """A plugin's probe; `sight` only when given one."""
-
-    def __init__(self, name: str, sight: Sight | None = None) -> None:
-        self.name = name
-        if sight is not None:
-            self.sight = sight
-
-    def probe(self, target: Any) -> Observation:
-        return Observation(target.operation_id, NOW, self.name, Authority.AUTHORITATIVE)
-
-
 def test_a_plugin_probe_without_a_sight_finds_effects_by_nothing_and_is_warned_about_once(
         caplog: pytest.LogCaptureFixture) -> None:
     plugins = ProbeRegistry()
-    plugins.register("acme.blind", lambda name, options, env: Plugin(name))
+    plugins.register("acme.blind", lambda name, options, env: built_only(name, None))
     with caplog.at_level(logging.WARNING, logger="probes.registry"):
         first = plugins.build("acme.blind", {}, {}, actions=["charge"])
         second = plugins.build("acme.blind", {}, {}, name="again")
@@ -164,7 +159,7 @@ def test_a_plugin_probe_declares_what_it_finds_effects_by_and_the_configuration_
         ) -> None:
     plugins = ProbeRegistry()
     declared = Sight(frozenset({"own"}), frozenset({KEY}))
-    plugins.register("acme.keyed", lambda name, options, env: Plugin(name, declared))
+    plugins.register("acme.keyed", lambda name, options, env: built_only(name, declared))
     assert plugins.build("acme.keyed", {}, {}).sight == declared
     assert plugins.build("acme.keyed", {}, {}, actions=["charge"]).sight == Sight(
         frozenset({"charge"}), frozenset({KEY}))
@@ -177,21 +172,13 @@ def intent(action: str = "charge", key: str | None = K0,
     return Intent("op-1", H0, key, "pay", action, Effect.NON_IDEMPOTENT, NOW, carries=carries)
 
 
-class Seeing:
-    def __init__(self, sight: Sight) -> None:
-        self.name, self.sight = "reader", sight
-
-    def probe(self, target: Any) -> Observation:
-        raise AssertionError("not called")
-
-
 def zero(authority: Authority = Authority.AUTHORITATIVE) -> Observation:
     return Observation("op-1", NOW, "reader", authority)
 
 
-BY_KEY = Seeing(Sight(frozenset({"charge"}), frozenset({KEY})))
-BY_OP = Seeing(Sight(frozenset({"charge"}), frozenset({OP})))
-BY_REF = Seeing(Sight(frozenset({"charge"}), frozenset({REF})))
+BY_KEY = built_only("reader", Sight(frozenset({"charge"}), frozenset({KEY})))
+BY_OP = built_only("reader", Sight(frozenset({"charge"}), frozenset({OP})))
+BY_REF = built_only("reader", Sight(frozenset({"charge"}), frozenset({REF})))
 
 
 def NO() -> bool:
@@ -313,14 +300,9 @@ def test_a_charge_whose_answer_is_lost_is_never_sent_again_by_payment_intents_pr
 
 def test_a_probe_given_in_code_without_a_sight_covers_nothing_and_is_logged_once(
         caplog: pytest.LogCaptureFixture) -> None:
-    class Bare:
-        name = "bare-in-code"
-
-        def probe(self, target: Any) -> Observation:
-            raise AssertionError("not called")
-
+    bare = built_only("bare-in-code", None)
     with caplog.at_level(logging.WARNING, logger="probes.base"):
-        outs = [seen(Bare(), intent(), zero(), NO) for _ in range(2)]  # type: ignore[arg-type]
+        outs = [seen(bare, intent(), zero(), NO) for _ in range(2)]
     assert all(blind(out) for out in outs)
     assert sum("'bare-in-code' has no sight" in r.getMessage() for r in caplog.records) == 1
 
