@@ -8,7 +8,7 @@ bulk SQL). The large store holds 1,000,000 settled, the small one 10,000 (quick:
 
 Timed, in alternating rounds between the two stores of one kind:
 
-- the claim: `SqlLeases.conclude` with no rounds and `claim=BATCH`, the transaction a sweep's
+- the claim: `SqlLeases.close_rounds` with no rounds and `claim=BATCH`, the transaction a sweep's
   turn ends with (it leases the BATCH longest-due operations); the leases are released off the
   clock (by id, as concluded rounds release them), so every claim finds the same due rows;
 - the idle poll: the same claim at a time before anything is due (it finds nothing).
@@ -117,7 +117,7 @@ def claims(store: SqlStore, at: datetime, calls: int, *, expect: int) -> list[fl
     samples = []
     for _ in range(calls):
         started = time.perf_counter()
-        _, claimed = leases.conclude(HOLDER, [], _no_rounds, at, claim=BATCH, lease_s=60)
+        _, claimed = leases.close_rounds(HOLDER, [], _no_rounds, at, claim=BATCH, lease_s=60)
         samples.append(time.perf_counter() - started)
         if len(claimed) != expect:
             raise AssertionError(f"claimed {len(claimed)} operations, expected {expect}")

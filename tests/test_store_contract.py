@@ -257,7 +257,7 @@ def _needing_humans(store: Store, leases: Leases) -> None:
     settled."""
     dispatched(store, "op-esc", "op-late", "op-dup", "op-ok")
     assert leases.claim("op-esc", "s1", t(3), 60)
-    leases.conclude("s1", [Round(op_intent("op-esc"), [])], escalating, t(4))
+    leases.close_rounds("s1", [Round(op_intent("op-esc"), [])], escalating, t(4))
     store.decide("op-late", decided, t(700))
     store.record_evidence(replace(probe(5, Authority.AUTHORITATIVE, "ch_1", "ch_2"),
                                   operation_id="op-dup"))
@@ -337,48 +337,48 @@ def test_only_dispatched_undecided_operations_are_claimed_oldest_first(
         store: Store, leases: Leases) -> None:
     store.record_intent(op_intent("never-sent"))
     dispatched(store, "op-a", "op-b")
-    _, claimed = leases.conclude("s1", [], still_open, t(2), claim=10, lease_s=60)
+    _, claimed = leases.close_rounds("s1", [], still_open, t(2), claim=10, lease_s=60)
     assert sorted(i.operation_id for i in claimed) == ["op-a", "op-b"]
-    _, again = leases.conclude("s2", [], still_open, t(3), claim=10, lease_s=60)
+    _, again = leases.close_rounds("s2", [], still_open, t(3), claim=10, lease_s=60)
     assert again == []  # leased to s1
 
 
 def test_a_claim_takes_no_more_than_asked(store: Store, leases: Leases) -> None:
     dispatched(store, "op-a", "op-b", "op-c")
-    _, claimed = leases.conclude("s1", [], still_open, t(2), claim=2, lease_s=60)
+    _, claimed = leases.close_rounds("s1", [], still_open, t(2), claim=2, lease_s=60)
     assert len(claimed) == 2
 
 
 def test_concluding_a_round_records_decides_schedules_and_releases(
         store: Store, leases: Leases) -> None:
     dispatched(store, OP)
-    _, [claimed] = leases.conclude("s1", [], still_open, t(2), claim=1, lease_s=60)
+    _, [claimed] = leases.close_rounds("s1", [], still_open, t(2), claim=1, lease_s=60)
     seen = probe(50, Authority.UNAVAILABLE)
-    [done], _ = leases.conclude("s1", [Round(claimed, [seen])], still_open, t(100))
+    [done], _ = leases.close_rounds("s1", [Round(claimed, [seen])], still_open, t(100))
     assert done.facts.evidence == (seen,) and not done.escalate
     assert store.facts(OP).evidence == (seen,)
     # Not due before the scheduled time, due after it, to anyone (the lease was released).
-    assert leases.conclude("s2", [], still_open, t(105), claim=1, lease_s=60)[1] == []
-    assert [i.operation_id for i in leases.conclude(
+    assert leases.close_rounds("s2", [], still_open, t(105), claim=1, lease_s=60)[1] == []
+    assert [i.operation_id for i in leases.close_rounds(
         "s2", [], still_open, t(111), claim=1, lease_s=60)[1]] == [OP]
 
 
 def test_an_escalated_operation_is_never_claimed_again(store: Store, leases: Leases) -> None:
     dispatched(store, OP)
-    _, [claimed] = leases.conclude("s1", [], still_open, t(2), claim=1, lease_s=60)
-    [done], _ = leases.conclude("s1", [Round(claimed, [])], escalating, t(100))
+    _, [claimed] = leases.close_rounds("s1", [], still_open, t(2), claim=1, lease_s=60)
+    [done], _ = leases.close_rounds("s1", [Round(claimed, [])], escalating, t(100))
     assert done.escalate and not done.was_escalated
     assert store.decide(OP, decided, t(200)).escalated is True
-    assert leases.conclude("s2", [], still_open, t(10_000), claim=1, lease_s=60)[1] == []
+    assert leases.close_rounds("s2", [], still_open, t(10_000), claim=1, lease_s=60)[1] == []
     assert [o.operation_id for o in store.list_operations(escalated=True)] == [OP]
 
 
 def test_a_round_whose_lease_was_taken_over_records_but_leaves_the_schedule(
         store: Store, leases: Leases) -> None:
     dispatched(store, OP)
-    _, [claimed] = leases.conclude("s1", [], still_open, t(2), claim=1, lease_s=10)
+    _, [claimed] = leases.close_rounds("s1", [], still_open, t(2), claim=1, lease_s=10)
     assert leases.claim(OP, "s2", t(20), 60)  # s1's lease lapsed at t(12)
-    leases.conclude("s1", [Round(claimed, [probe(21)])], escalating, t(21))
+    leases.close_rounds("s1", [Round(claimed, [probe(21)])], escalating, t(21))
     assert len(store.facts(OP).evidence) == 1
     assert store.decide(OP, decided, t(22)).escalated is False  # s1 could not escalate
     assert not leases.claim(OP, "s3", t(30), 60)  # s2 still holds it
@@ -397,18 +397,18 @@ def test_a_probe_lease_is_held_by_one_holder_until_it_lapses(
 def test_abandoned_rounds_are_counted_and_due_again_at_once(
         store: Store, leases: Leases) -> None:
     dispatched(store, OP)
-    leases.conclude("s1", [], still_open, t(2), claim=1, lease_s=60)
+    leases.close_rounds("s1", [], still_open, t(2), claim=1, lease_s=60)
     leases.abandon([OP], "s1", t(2))
-    assert [i.operation_id for i in leases.conclude(
+    assert [i.operation_id for i in leases.close_rounds(
         "s2", [], still_open, t(3), claim=1, lease_s=60)[1]] == [OP]
 
 
 def test_release_all_gives_up_every_lease_of_one_holder(store: Store, leases: Leases) -> None:
     dispatched(store, "op-a", "op-b")
-    leases.conclude("s1", [], still_open, t(2), claim=2, lease_s=60)
+    leases.close_rounds("s1", [], still_open, t(2), claim=2, lease_s=60)
     assert leases.release_all("s1") == 2
     assert leases.release_all("s1") == 0
-    assert len(leases.conclude("s2", [], still_open, t(3), claim=2, lease_s=60)[1]) == 2
+    assert len(leases.close_rounds("s2", [], still_open, t(3), claim=2, lease_s=60)[1]) == 2
 
 
 def test_the_oldest_due_operation_says_how_long_it_has_waited(

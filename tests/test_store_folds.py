@@ -87,8 +87,8 @@ def test_every_write_of_a_fact_counts_it_on_the_state_row(store: SqlStore) -> No
     store.record_delivery(Delivery("stripe", "evt_1", t(6), None), receipt(6))
     leases = leases_of(store)
     assert leases.claim(OP, "s1", t(7), 60)
-    leases.conclude("s1", [Round(intent(), [probe(8), probe(9)])],
-                    lambda s, c, n: Scheduled(decide(s, c, t(9)), None), t(9))
+    leases.close_rounds("s1", [Round(intent(), [probe(8), probe(9)])],
+                        lambda s, c, n: Scheduled(decide(s, c, t(9)), None), t(9))
     assert counts(store) == (2, 1, 5)
     assert rows_of(store) == (2, 5)
 

@@ -267,9 +267,9 @@ class Leases(Protocol):
         """Lease one operation to `holder` whatever its schedule (an on-demand reconcile)."""
         ...
 
-    def conclude(self, holder: str, rounds: Sequence[Round], rule: RoundRule, now: datetime,
-                 *, claim: int = 0, lease_s: float = 0.0
-                 ) -> tuple[list[Conclusion], list[Intent]]:
+    def close_rounds(self, holder: str, rounds: Sequence[Round], rule: RoundRule, now: datetime,
+                     *, claim: int = 0, lease_s: float = 0.0
+                     ) -> tuple[list[Conclusion], list[Intent]]:
         """In one transaction: append each round's evidence, apply `rule` on the operation's
         facts, cache the decision and, while `holder` still holds the probe lease, count the
         round, schedule the next one and release the lease; then lease up to `claim` due

@@ -13,7 +13,7 @@ and the SQL store folds from the rows it read.
     record_attempt ─▶ Store.record_attempt_and_decide (one transaction) ─▶ Judgement
       (an opening under a retry grant: Leases.record_granted_attempt, the same with the check)
     judge_retry ────▶ Leases.grant_retry (decision + retry lease, one transaction)
-    conclude ──▶ Leases.conclude(decide, then next_round) ──────▶ Judgements, claimed intents
+    conclude ──▶ Leases.close_rounds(decide, then next_round) ──▶ Judgements, claimed intents
 """
 
 from __future__ import annotations
@@ -288,8 +288,8 @@ class Ledger:
             return next_round(summary, decision, contract, number, now, policy,
                               quiet_until=paused.get(summary.intent.operation_id))
 
-        ended, intents = leases.conclude(holder, rounds, rule, now, claim=claim,
-                                         lease_s=policy.lease_s)
+        ended, intents = leases.close_rounds(holder, rounds, rule, now, claim=claim,
+                                             lease_s=policy.lease_s)
         judgements = [self._told(Judgement(c.snapshot, c.decision, now,
                                            c.was_escalated or c.escalate, c.changed))
                       for c in ended]

@@ -7,7 +7,7 @@ Two kinds of lease, both a holder and an expiry on the operation's state row:
   bound to the hash of the grant's token (the token itself is the caller's, never stored).
 
     claim ───────────────── lease_expires_at ──────────────▶
-      │ holder probes, then `conclude`  │ a crashed holder's lease lapses here;
+      │ probes, then `close_rounds`     │ a crashed holder's lease lapses here;
       │ records and releases early      │ any sweeper may claim the operation again
 
 Every claim is a single conditional UPDATE (or SELECT ... FOR UPDATE SKIP LOCKED on PostgreSQL),
@@ -32,7 +32,7 @@ from reconciler.store import decisions, rows
 from reconciler.store.attempts import ATTEMPT_NUMBERED
 from reconciler.store.decisions import Deciding, decide_in
 from reconciler.store.driver import DriverStatements
-from reconciler.store.rounds import conclude
+from reconciler.store.rounds import close_rounds
 from reconciler.store.sql import SqlStore
 from reconciler.store.tables import IntentRow, StateRow
 
@@ -149,14 +149,15 @@ class SqlLeases:
             operation_id, now, StateRow.lease_expires_at, StateRow.lease_holder, holder,
             lease_holder=holder, lease_expires_at=now + timedelta(seconds=lease_s))
 
-    def conclude(self, holder: str, rounds: Sequence[Round], rule: RoundRule, now: datetime, *,
-                 claim: int = 0, lease_s: float = 0.0) -> tuple[list[Conclusion], list[Intent]]:
-        """Conclude `holder`'s `rounds` (`rounds.conclude`), then lease up to `claim` due
+    def close_rounds(self, holder: str, rounds: Sequence[Round], rule: RoundRule,
+                     now: datetime, *, claim: int = 0, lease_s: float = 0.0
+                     ) -> tuple[list[Conclusion], list[Intent]]:
+        """Conclude `holder`'s `rounds` (`rounds.close_rounds`), then lease up to `claim` due
         operations to it for `lease_s`, oldest probe time first, all in one transaction: a
         sweep's turn costs one commit. The conclusions, and the claimed operations' intents
         (what a probe needs to find them)."""
         with self.store.session() as s:
-            concluded = conclude(s, self.store, holder, rounds, rule, now)
+            concluded = close_rounds(s, self.store, holder, rounds, rule, now)
             return concluded, (_claim_due(s.connection(), holder, now, lease_s, claim)
                                if claim else [])
 

@@ -284,9 +284,9 @@ class MemoryStore:
             op.state.lease_expires_at = now + timedelta(seconds=lease_s)
             return True
 
-    def conclude(self, holder: str, rounds: Sequence[Round], rule: RoundRule, now: datetime,
-                 *, claim: int = 0, lease_s: float = 0.0
-                 ) -> tuple[list[Conclusion], list[Intent]]:
+    def close_rounds(self, holder: str, rounds: Sequence[Round], rule: RoundRule, now: datetime,
+                     *, claim: int = 0, lease_s: float = 0.0
+                     ) -> tuple[list[Conclusion], list[Intent]]:
         with self._lock:
             concluded = [self._conclude(holder, r, rule, now) for r in rounds]
             return concluded, self._claim_due(holder, now, lease_s, claim)

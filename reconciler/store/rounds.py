@@ -39,8 +39,8 @@ _UPDATE_STATE = update(_STATE).where(_STATE.c.operation_id == bindparam("b_id"))
         "lease_holder", "lease_expires_at", "evidence_rows")})
 
 
-def conclude(s: Session, store: SqlStore, holder: str, rounds: Sequence[Round], rule: RoundRule,
-             now: datetime) -> list[Conclusion]:
+def close_rounds(s: Session, store: SqlStore, holder: str, rounds: Sequence[Round],
+                 rule: RoundRule, now: datetime) -> list[Conclusion]:
     """In the transaction `s`, for each round: append its evidence, apply `rule` to the
     operation's facts, cache the decision, and, while `holder` still holds the probe lease,
     count the round, schedule the next one and release the lease. A holder whose lease lapsed
