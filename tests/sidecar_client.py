@@ -1,13 +1,12 @@
 """Driving the sidecar's HTTP surface (SPEC section 6) in tests: a client with terse calls for
 each endpoint (`Sidecar`), the sidecar served in a thread over a fresh store (`running_sidecar`),
-a probe that finds nothing (`ZeroProbe`), and the check of a problem answer (`assert_problem`).
+a probe that finds nothing (`zero_probe`), and the check of a problem answer (`assert_problem`).
 
 The `store_url`, `sidecar` and `no_internal_errors` fixtures are in conftest.py.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,13 +18,14 @@ from typing import Any
 import httpx
 
 from probes.base import Probe, ProbeTarget
-from reconciler.core.domain import Authority, Carried, Observation, ProviderContract, Receipt
+from reconciler.core.domain import Authority, Carried, Observation, ProviderContract
 from reconciler.core.hashing import request_hash
 from reconciler.core.sight import Sight
 from reconciler.ledger import Ledger
 from reconciler.service import Settings, create_app
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
+from reconciler.testing import FakeProbe
 
 from service_harness import serving
 
@@ -42,23 +42,18 @@ CONTRACTS = (
 TOKEN = "test-token-" + uuid.uuid4().hex
 
 
-class ZeroProbe:
-    """An authoritative probe that finds nothing, after `delay_s`; `asked` is set once a call
-    has begun."""
+#: Where `charge` operations' effects appear, by any identifier a request carries.
+SEES_CHARGES = Sight(frozenset({"charge"}), frozenset(Carried))
 
-    name = "zero"
-    #: It reads where `charge` operations' effects appear, by any identifier a request carries.
-    sight = Sight(frozenset({"charge"}), frozenset(Carried))
 
-    def __init__(self, delay_s: float = 0.0) -> None:
-        self.delay_s = delay_s
-        self.asked = threading.Event()
-
-    def probe(self, target: ProbeTarget) -> Observation | Receipt:
-        self.asked.set()
-        time.sleep(self.delay_s)
-        return Observation(target.operation_id, datetime.now(UTC), self.name,
+def zero_probe(delay_s: float = 0.0, sight: Sight = SEES_CHARGES) -> FakeProbe:
+    """The kit's fake probe, answering an authoritative read that finds nothing after
+    `delay_s` (`wait_for_call` returns once a call has begun)."""
+    def zero(target: ProbeTarget) -> Observation:
+        time.sleep(delay_s)
+        return Observation(target.operation_id, datetime.now(UTC), "zero",
                            Authority.AUTHORITATIVE)
+    return FakeProbe(answer=zero, name="zero", sight=sight)
 
 
 @dataclass

@@ -26,7 +26,7 @@ from reconciler.store.schema import open_store
 from reconciler.testing.patience import PATIENCE_S
 
 from service_harness import serving
-from sidecar_client import Sidecar, ZeroProbe
+from sidecar_client import Sidecar, zero_probe
 
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 
@@ -136,7 +136,7 @@ def dashboard_metrics() -> set[str]:
 
 def test_every_dashboard_query_names_an_exported_metric(sidecar: Sidecar) -> None:
     # Exercise what only shows once used: labelled series appear with their first value.
-    sidecar.probes["pay"] = [ZeroProbe()]
+    sidecar.probes["pay"] = [zero_probe()]
     sidecar.intent("op-1")
     sidecar.attempt("op-1")
     sidecar.post("/v1/operations/op-1/reconcile", None, 200)

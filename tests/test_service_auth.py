@@ -19,7 +19,7 @@ from standardwebhooks.webhooks import Webhook
 
 from reconciler.core.hashing import request_hash
 
-from sidecar_client import TOKEN, Sidecar, ZeroProbe, assert_problem, running_sidecar
+from sidecar_client import TOKEN, Sidecar, assert_problem, running_sidecar, zero_probe
 
 WEBHOOK_SECRET = "whsec_" + "c2VjcmV0LWZvci10ZXN0cy1vbmx5"
 
@@ -47,7 +47,7 @@ def test_store_holds_no_secrets_after_a_run(sidecar: Sidecar,
     secret = "sk_live_" + uuid.uuid4().hex
     arguments = {"to": "alice@example.com", "text": "your code is 4711", "api_key": secret}
     hash_ = request_hash(arguments)
-    sidecar.probes["pay"] = [ZeroProbe()]
+    sidecar.probes["pay"] = [zero_probe()]
     responses = [sidecar.intent("op-1", hash_=hash_)]
     responses.append(sidecar.post("/v1/operations/op-1/attempts", {
         "attempt": 1, "idempotency_key": "key-op-1", "request_hash": hash_,

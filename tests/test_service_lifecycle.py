@@ -18,7 +18,7 @@ from reconciler.store.schema import open_store
 from reconciler.testing.patience import PATIENCE_S
 
 from service_harness import serving_process
-from sidecar_client import TOKEN, Sidecar, ZeroProbe, running_sidecar
+from sidecar_client import TOKEN, Sidecar, running_sidecar, zero_probe
 
 # Input must never reach the catch-all 500 (the fixture is in conftest.py).
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("no_internal_errors")
 
 def test_shutdown_finishes_requests_in_flight(store_url: str) -> None:
     answers: list[int] = []
-    probe = ZeroProbe(delay_s=0.5)
+    probe = zero_probe(delay_s=0.5)
     with running_sidecar(store_url) as sidecar:
         sidecar.probes["pay"] = [probe]
         sidecar.intent("op-1")
@@ -36,7 +36,7 @@ def test_shutdown_finishes_requests_in_flight(store_url: str) -> None:
         slow.start()
         # Shut down only once the reconcile is waiting on its probe: a fixed sleep here was
         # sometimes over before a loaded machine had even sent the request.
-        assert probe.asked.wait(30)
+        assert probe.wait_for_call(30)
     slow.join(30)
     assert answers == [200]
 

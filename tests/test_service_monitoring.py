@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine
 
-from sidecar_client import Sidecar, ZeroProbe, assert_problem
+from sidecar_client import Sidecar, assert_problem, zero_probe
 
 # Input must never reach the catch-all 500 (the fixture is in conftest.py).
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
@@ -30,7 +30,7 @@ def _samples(sidecar: Sidecar) -> dict[tuple[str, tuple[tuple[str, str], ...]], 
 
 def test_metrics_expose_every_metric_after_exercising_it(sidecar: Sidecar) -> None:
     escalations_before = _samples(sidecar)[("reconciler_escalations_total", ())]
-    sidecar.probes["pay"] = [ZeroProbe()]
+    sidecar.probes["pay"] = [zero_probe()]
     sidecar.intent("op-1")
     sidecar.intent("op-1", status=200)
     sidecar.attempt("op-1")

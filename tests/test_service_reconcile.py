@@ -16,14 +16,14 @@ from reconciler.core.domain import Carried
 from reconciler.core.sight import Sight
 from reconciler.store.leases import SqlLeases
 
-from sidecar_client import Sidecar, ZeroProbe, assert_problem, running_sidecar
+from sidecar_client import Sidecar, assert_problem, running_sidecar, zero_probe
 
 # Input must never reach the catch-all 500 (the fixture is in conftest.py).
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
 
 
 def test_reconcile_runs_the_probes_now(sidecar: Sidecar) -> None:
-    sidecar.probes["pay"] = [ZeroProbe()]
+    sidecar.probes["pay"] = [zero_probe()]
     sidecar.intent("op-1")
     sidecar.attempt("op-1")
     out = sidecar.post("/v1/operations/op-1/reconcile", None, 200)
@@ -41,7 +41,7 @@ def test_reconcile_answers_409_while_another_sweeper_probes(sidecar: Sidecar) ->
 
 def test_periodic_sweep_probes_due_operations(store_url: str) -> None:
     with running_sidecar(store_url, sweep_interval_s=0.05) as sidecar:
-        sidecar.probes["pay"] = [ZeroProbe()]
+        sidecar.probes["pay"] = [zero_probe()]
         sidecar.intent("op-1")
         sidecar.attempt("op-1")
         deadline = time.monotonic() + 10
@@ -52,12 +52,6 @@ def test_periodic_sweep_probes_due_operations(store_url: str) -> None:
 
 # --- a zero counts only where the probe could have seen the effect (SPEC section 3) ----------
 
-def blind_probe(sight: Sight) -> ZeroProbe:
-    probe = ZeroProbe()
-    probe.sight = sight
-    return probe
-
-
 @pytest.mark.parametrize(("sight", "question"), [
     (Sight(frozenset({"refund"}), frozenset(Carried)), "scope"),
     # The intent recorded a key and said nothing else: its request carried the key alone.
@@ -65,7 +59,7 @@ def blind_probe(sight: Sight) -> ZeroProbe:
 ])
 def test_reconcile_records_an_empty_read_by_a_probe_blind_to_the_operation_as_unavailable(
         sidecar: Sidecar, sight: Sight, question: str) -> None:
-    sidecar.probes["pay"] = [blind_probe(sight)]
+    sidecar.probes["pay"] = [zero_probe(sight=sight)]
     sidecar.intent("op-1")
     sidecar.attempt("op-1", outcome="not_sent")  # settled: only sight keeps the zero out
     out = sidecar.post("/v1/operations/op-1/reconcile", None, 200)
@@ -77,7 +71,8 @@ def test_reconcile_records_an_empty_read_by_a_probe_blind_to_the_operation_as_un
 
 def test_the_periodic_sweep_records_a_blind_empty_read_as_unavailable(store_url: str) -> None:
     with running_sidecar(store_url, sweep_interval_s=0.05) as sidecar:
-        sidecar.probes["pay"] = [blind_probe(Sight(frozenset({"refund"}), frozenset(Carried)))]
+        refunds = Sight(frozenset({"refund"}), frozenset(Carried))
+        sidecar.probes["pay"] = [zero_probe(sight=refunds)]
         sidecar.intent("op-1")
         sidecar.attempt("op-1")
         deadline = time.monotonic() + 10

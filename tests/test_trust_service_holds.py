@@ -29,7 +29,7 @@ from reconciler.service import Settings, create_app
 from reconciler.service.server import uvicorn_config
 from reconciler.store.schema import open_store
 
-from sidecar_client import CONTRACTS, H, ZeroProbe
+from sidecar_client import CONTRACTS, H, zero_probe
 
 LOOPBACK = "127.0.0.1"
 
@@ -143,7 +143,7 @@ def test_too_many_header_fields_is_431(tmp_path: Path) -> None:
 
 def test_a_burst_of_600_connections_gets_503s_not_a_hang(tmp_path: Path) -> None:
     operations = 20
-    with holding_sidecar(tmp_path, [ZeroProbe(delay_s=0.5)], max_concurrency=8) as url:
+    with holding_sidecar(tmp_path, [zero_probe(delay_s=0.5)], max_concurrency=8) as url:
         with httpx.Client(base_url=url) as http:
             for i in range(operations):
                 assert http.post("/v1/operations", json={
