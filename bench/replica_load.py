@@ -22,8 +22,9 @@ For every round: the requests granted or recorded per second (503 overloaded ans
 apart), PostgreSQL's CPU per request (bench.pgserver: all the server's processes, over the
 round's whole load generator run, warm-up included, over every answer in it), the replicas' CPU
 per request, WAL bytes per request, and what the replicas' active sessions were doing, sampled
-every 20 ms (running, in or waiting for a WAL flush, waiting for a row lock: bench.pgserver). Per replica count: the sessions the replicas held, and,
-after they stopped, the transactions committed and the WAL flushes over all its rounds.
+every 20 ms (running, in or waiting for a WAL flush, waiting for a row lock: bench.pgserver).
+Per replica count: the sessions the replicas held, and, after they stopped, the transactions
+committed and the WAL flushes over all its rounds.
 """
 
 from __future__ import annotations
@@ -102,7 +103,9 @@ class Phase:
 
 def measure(ctx: Context, out: Outcome) -> None:
     rounds = ctx.size(1, 2)
-    seconds, warmup_s = ctx.seconds(1.5, 2.5), ctx.seconds(0.5, 0.5)
+    # Never under a second, the smoke test's size included: on a busy machine a replica's first
+    # answers can take longer than a shorter window, which then counts none.
+    seconds, warmup_s = max(1.0, ctx.seconds(1.5, 2.5)), 0.5
     pg = PgServer(ctx.pg_url)
     try:
         phases = [phase(ctx, pg, n, rounds, seconds, warmup_s) for n in REPLICA_COUNTS]
@@ -214,6 +217,12 @@ def run_round(pg: PgServer, sidecars: list[ServerProcess], specs: list[Spec], lo
         load.latencies_s += tally.latencies_s
 
 
+def latencies(load: Load) -> str:
+    if not load.latencies_s:  # every answer a 503 (the replicas' admission refused them all)
+        return "no request admitted"
+    return Percentiles.of(load.latencies_s).render()
+
+
 def report(out: Outcome, phases: list[Phase], local: bool) -> None:
     for p in phases:
         label = f"{p.replicas} replica(s)"
@@ -226,7 +235,7 @@ def report(out: Outcome, phases: list[Phase], local: bool) -> None:
                        f"request {pg_cpu}, replicas' CPU per request "
                        f"{load.per_answer(load.replica_cpu_s) * 1e6:,.0f} us, WAL "
                        f"{load.per_answer(load.wal_bytes):,.0f} bytes per request; "
-                       f"{Percentiles.of(load.latencies_s).render()}; the replicas' "
+                       f"{latencies(load)}; the replicas' "
                        "active PostgreSQL sessions at a moment, on average: " + ", ".join(
                            f"{group} {load.waits.mean(group):.2f}" for group in GROUPS))
         syncs = ("not counted by this PostgreSQL" if p.wal_syncs is None else
