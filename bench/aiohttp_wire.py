@@ -3,19 +3,19 @@ measured as the probe wire, and whichever of it and the product's own client is 
 within 10%").
 
 The seam is the one the product's client sits behind: `transport.aget` reads through the
-session `transport.Clients.aclient` hands it, an `http11_async.AsyncConnection` that `Clients`
+session `transport.Clients.aclient` hands it, an `http11.LeanClient` that `Clients`
 makes by its name in `probes.transport`. `installed()` puts `AiohttpConnection` under that
 name while a measurement runs, so everything above the wire (the probe, its tries, deadline,
 size cap and error mapping, the probe loop) is the product's in both sides:
 
     HttpJsonProbe.aprobe ─▶ transport.aget ─▶ session.stream(url, params, headers, timeout)
-                                                 ├─ product: http11_async (httptools)
+                                                 ├─ product: http11.LeanClient (httptools)
                                                  └─ this: one aiohttp.ClientSession per loop
 
 The product's `Clients` keeps a session per call in flight, each with its own connection;
 aiohttp pools connections itself, so the handles here share one `ClientSession` per event loop,
 as the product would use aiohttp if it switched (the idle-session bookkeeping of `Clients`
-would then go). Errors are raised as httpx's classes, as `http11_async` raises them, so
+would then go). Errors are raised as httpx's classes, as `http11` raises them, so
 `transport` maps both wires the one way. Kept in bench/: the product does not need the seam.
 """
 
@@ -33,7 +33,7 @@ from multidict import CIMultiDictProxy
 
 from probes import transport
 
-#: aiohttp's pieces of a body, as `http11_async` hands them (at most 64 KiB, decoded).
+#: aiohttp's pieces of a body, as `http11` hands them (at most 64 KiB, decoded).
 CHUNK = 64 * 1024
 
 #: The session of each event loop the measured probes run on, closed by `installed()`.
@@ -55,7 +55,7 @@ class AiohttpResponse:
 
 
 class AiohttpConnection:
-    """`http11_async.AsyncConnection`'s interface over the loop's `aiohttp.ClientSession`:
+    """`http11.LeanClient`'s interface over the loop's `aiohttp.ClientSession`:
     GETs with the client's headers and the caller's, no redirect followed, the timeout on the
     connect and on every wait for bytes."""
 
@@ -97,7 +97,7 @@ def installed() -> Iterator[None]:
     """Probe reads over aiohttp while inside (their loops must still run at the exit, where
     each loop's session is closed on it)."""
     try:
-        with mock.patch.object(transport, "AsyncConnection", AiohttpConnection):
+        with mock.patch.object(transport, "LeanClient", AiohttpConnection):
             yield
     finally:
         while _sessions:

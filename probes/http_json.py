@@ -109,7 +109,7 @@ class HttpJsonProbe:
 
     async def aprobe(self, target: ProbeTarget) -> ProbeResult:
         """The read as a task on an event loop (the sweep's probe loop), over
-        `http11_async`; `probe` waits for it. Where httpx reads instead (an injected
+        `http11`; `probe` waits for it. Where httpx reads instead (an injected
         transport, a proxy), `probe` reads and this runs it on a thread of the loop's."""
         if not self._clients.lean:
             return await asyncio.to_thread(self.probe, target)

@@ -8,7 +8,7 @@ every probe sharing it (probes/budget.py); a wait that would pass the deadline e
 `rate limited`. Everything is bounded (tries, per-try timeout, one deadline for all tries and
 pages, a response size cap) because a reconcile pass must end even when a provider hangs.
 
-The wire below is the lean HTTP/1.1 client on an event loop (`probes/http11_async.py`, `aget`),
+The wire below is the lean HTTP/1.1 client on an event loop (`probes/http11.py`, `aget`),
 or httpx, blocking, when a transport is injected (tests, embedding) or the environment names a
 proxy (`Clients`, `get`); both raise httpx's exception classes, mapped here.
 """
@@ -33,7 +33,7 @@ import httpx
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception_type
 
 from probes.budget import Budget, BudgetSpent
-from probes.http11_async import AsyncConnection
+from probes.http11 import LeanClient
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ class Clients:
     call abandoned mid-request keeps its client. Redirects are not followed: one could carry
     the credential to another host, and a probe reads where it is configured to, nowhere else.
 
-    A call on the probe loop takes an `http11_async.AsyncConnection` (`aclient`: several times
+    A call on the probe loop takes an `http11.LeanClient` (`aclient`: several times
     cheaper per read than httpx's own); one that reads through httpx takes an `httpx.Client`
     (`client`): when a transport is given (a test's `httpx.MockTransport`, an embedder's) or
     the environment names a proxy at the time the client is made (`HTTP_PROXY`,
@@ -145,7 +145,7 @@ class Clients:
         # No lock: a deque's appends and pops are thread-safe (the collections docs), and with
         # 64 calls in flight a lock around them was contended.
         self._idle: deque[httpx.Client] = deque()
-        self._idle_async: deque[tuple[asyncio.AbstractEventLoop, AsyncConnection]] = deque()
+        self._idle_async: deque[tuple[asyncio.AbstractEventLoop, LeanClient]] = deque()
 
     @contextmanager
     def client(self) -> Iterator[httpx.Client]:
@@ -176,9 +176,9 @@ class Clients:
         return self.transport is None and (bool(self._idle_async) or not _proxied())
 
     @asynccontextmanager
-    async def aclient(self) -> AsyncIterator[AsyncConnection]:
+    async def aclient(self) -> AsyncIterator[LeanClient]:
         """`client` for calls on one event loop (the probe loop's): an idle
-        `http11_async.AsyncConnection`, or a new one, given back when done."""
+        `http11.LeanClient`, or a new one, given back when done."""
         loop = asyncio.get_running_loop()
         session = None
         while self._idle_async and session is None:
@@ -186,7 +186,7 @@ class Clients:
             if kept is not loop:
                 session = None  # its connections died with the loop they were made on
         if session is None:
-            session = AsyncConnection(self.headers, _tls())
+            session = LeanClient(self.headers, _tls())
         try:
             yield session
         finally:
@@ -348,11 +348,11 @@ def get(session: httpx.Client, url: str, params: Mapping[str, str], policy: Retr
         raise tries.spent(exc, retrying.statistics["attempt_number"]) from None
 
 
-async def aget(session: AsyncConnection, url: str, params: Mapping[str, str],
+async def aget(session: LeanClient, url: str, params: Mapping[str, str],
                policy: RetryPolicy, clock: Callable[[], datetime], *,
                deadline: float | None = None, headers: Mapping[str, str] | None = None,
                budget: Budget | None = None) -> Reply:
-    """`get` on an event loop, over `http11_async`: the same tries, bounds and errors."""
+    """`get` on an event loop, over `http11`: the same tries, bounds and errors."""
     tries = _Tries(policy, deadline)
 
     async def once() -> Reply:

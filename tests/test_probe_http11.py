@@ -1,9 +1,9 @@
-"""The probes' one lean HTTP/1.1 client (probes/http11_async.py on the probe loop, speaking
-probes/http11.py's wire format), on the wire: bodies framed every way HTTP/1.1 frames them,
-decoded, capped while read; keep-alive only after an answer read to its end; timeouts; HTTPS
-verified; redirects never followed; the URL and headers httpx would have sent; when httpx is
-used instead (an injected transport, a proxy); and a blocking `probe` reading over that same
-client, on the shared probe loop."""
+"""The probes' one lean HTTP/1.1 client (probes/http11.py, `LeanClient` on the probe loop),
+on the wire: bodies framed every way HTTP/1.1 frames them, decoded, capped while read;
+keep-alive only after an answer read to its end; timeouts; HTTPS verified; redirects never
+followed; the URL and headers httpx would have sent; when httpx is used instead (an injected
+transport, a proxy); and a blocking `probe` reading over that same client, on the shared probe
+loop."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from probes.base import ProbeTarget
-from probes.http11_async import AsyncConnection
+from probes.http11 import LeanClient
 from probes.http_json import http_json
 from probes.loop import ProbeLoop, wait_for
 from probes.transport import Clients, FetchError, Reply, RetryPolicy, _tls, aget, get
@@ -118,10 +118,10 @@ class Wire:
         self.loop = ProbeLoop()
 
     def connection(self, tls: ssl.SSLContext | None = None,
-                   headers: dict[str, str] | None = None) -> AsyncConnection:
-        return AsyncConnection(headers or {}, tls or _tls())
+                   headers: dict[str, str] | None = None) -> LeanClient:
+        return LeanClient(headers or {}, tls or _tls())
 
-    def get(self, session: AsyncConnection | httpx.Client, url: str,
+    def get(self, session: LeanClient | httpx.Client, url: str,
             policy: RetryPolicy = FAST, params: dict[str, str] | None = None,
             headers: dict[str, str] | None = None) -> Reply:
         clock = lambda: datetime.now(UTC)  # noqa: E731
@@ -130,7 +130,7 @@ class Wire:
         return self.loop.submit(aget(session, url, params or {}, policy, clock,
                                      headers=headers)).result(PATIENCE_S)
 
-    def fetch(self, session: AsyncConnection | httpx.Client, url: str,
+    def fetch(self, session: LeanClient | httpx.Client, url: str,
               policy: RetryPolicy = FAST) -> tuple[int, bytes]:
         reply = self.get(session, url, policy)
         return reply.status, reply.content
