@@ -151,18 +151,18 @@ def provider() -> Provider:
 
 
 @pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, provider: Provider,
-          tmp_path: Path) -> Iterator[Recorder]:
+def recorder(request: pytest.FixtureRequest, provider: Provider,
+             tmp_path: Path) -> Iterator[Recorder]:
     """The embedded store, then a sidecar on loopback, each probing `provider`."""
     with backend(request.param, provider, tmp_path) as b:
         yield b
 
 
 @pytest.fixture
-def effects(store: Recorder) -> ToolEffects:
-    """The gate an adapter's tool calls go through, recording into `store`; the harness's
+def effects(recorder: Recorder) -> ToolEffects:
+    """The gate an adapter's tool calls go through, recording into `recorder`; the harness's
     charge tool sends the key it is given (`keyed`)."""
-    return ToolEffects(PROVIDER, backend=store, keyed={"charge"})
+    return ToolEffects(PROVIDER, backend=recorder, keyed={"charge"})
 
 
 @pytest.fixture

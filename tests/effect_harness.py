@@ -15,7 +15,7 @@ from typing import Any
 from probes.base import Probe, ProbeTarget, utc_now
 from reconciler.client import ReconcilerClient
 from reconciler.client.effects import Recorder
-from reconciler.core.domain import Authority, Carried, Match, Observation, ProviderContract, Receipt
+from reconciler.core.domain import Authority, Carried, Match, Observation, ProviderContract
 from reconciler.core.sight import Sight
 from reconciler.effect import current_call
 from reconciler.effect.backends import EmbeddedBackend
@@ -23,6 +23,7 @@ from reconciler.ledger import Ledger
 from reconciler.service.app import create_app
 from reconciler.service.settings import Settings
 from reconciler.store.schema import open_store
+from reconciler.testing import FakeProbe
 
 from service_harness import serving
 
@@ -76,25 +77,20 @@ def charge_tool(provider: Provider) -> Callable[[str, int], dict[str, Any]]:
     return charge
 
 
-@dataclass
-class ChargesProbe:
-    """Authoritative: the provider's own list of charges under the operation's key."""
-
-    provider: Provider
-    name: str = "ledger.charges"
-    #: It lists the charges made under a key: it finds a `charge` by the key the call sent.
-    sight: Sight = field(default_factory=lambda: Sight(frozenset({"charge"}),
-                                                       frozenset({Carried.IDEMPOTENCY_KEY})))
-
-    def probe(self, target: ProbeTarget) -> Observation | Receipt:
-        return Observation(target.operation_id, utc_now(), self.name, Authority.AUTHORITATIVE,
-                           tuple(Match(ref) for ref in self.provider.refs(
-                               target.idempotency_key)))
+def charges_probe(provider: Provider) -> FakeProbe:
+    """The kit's fake probe reading `provider`'s own list of charges under the operation's key:
+    authoritative, and it finds a `charge` by the key the call sent."""
+    def charges(target: ProbeTarget) -> Observation:
+        return Observation(target.operation_id, utc_now(), "ledger.charges",
+                           Authority.AUTHORITATIVE,
+                           tuple(Match(ref) for ref in provider.refs(target.idempotency_key)))
+    return FakeProbe(answer=charges, name="ledger.charges",
+                     sight=Sight(frozenset({"charge"}), frozenset({Carried.IDEMPOTENCY_KEY})))
 
 
 def probes_for(provider: Provider) -> Any:
     def lookup(name: str) -> Sequence[Probe]:
-        return [ChargesProbe(provider)] if name == PROVIDER else []
+        return [charges_probe(provider)] if name == PROVIDER else []
     return lookup
 
 

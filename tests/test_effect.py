@@ -23,43 +23,43 @@ from reconciler.effect.backends import EmbeddedBackend
 from effect_harness import CONTRACT, PROVIDER, Lost, Provider, backend
 
 
-def charging(store: Recorder, provider: Provider, **options: Any) -> Any:
+def charging(recorder: Recorder, provider: Provider, **options: Any) -> Any:
     """The decorated function of these tests: one charge per order id."""
     @effect(provider=PROVIDER, action="charge", key=lambda order, amount: f"order-{order}",
-            backend=store, **options)
+            backend=recorder, **options)
     def charge(order: str, amount: int) -> dict[str, Any]:
         return provider.charge(f"order-{order}", amount)
     return charge
 
 
-def operation(store: Recorder, operation_id: str) -> OperationOut:
-    return store.reconcile(operation_id)
+def operation(recorder: Recorder, operation_id: str) -> OperationOut:
+    return recorder.reconcile(operation_id)
 
 
-def only_attempt(store: Recorder, operation_id: str) -> AttemptOut:
-    [attempt] = operation(store, operation_id).attempts
+def only_attempt(recorder: Recorder, operation_id: str) -> AttemptOut:
+    [attempt] = operation(recorder, operation_id).attempts
     return attempt
 
 
-def test_a_returned_value_is_a_response_with_its_receipt(store: Recorder,
+def test_a_returned_value_is_a_response_with_its_receipt(recorder: Recorder,
                                                          provider: Provider) -> None:
-    assert charging(store, provider)("1", 1200) == {"id": "ch_1", "amount": 1200}
-    attempt = only_attempt(store, "order-1")
+    assert charging(recorder, provider)("1", 1200) == {"id": "ch_1", "amount": 1200}
+    attempt = only_attempt(recorder, "order-1")
     assert (attempt.outcome, attempt.status) == (Outcome.RESPONSE, 200)
     assert attempt.receipt is not None and attempt.receipt.provider_ref == "ch_1"
 
 
-def test_an_sdk_object_without_status_code_is_recorded(store: Recorder) -> None:
+def test_an_sdk_object_without_status_code_is_recorded(recorder: Recorder) -> None:
     class Charge:  # what an SDK returns: an object with an id, no HTTP surface
         id = "ch_sdk"
 
     @effect(provider=PROVIDER, action="charge", key="k-sdk", params={"amount": 1},
-            backend=store)
+            backend=recorder)
     def charge() -> Charge:
         return Charge()
 
     assert isinstance(charge(), Charge)
-    attempt = only_attempt(store, "k-sdk")
+    attempt = only_attempt(recorder, "k-sdk")
     assert attempt.status == 200 and attempt.receipt is not None
     assert attempt.receipt.provider_ref == "ch_sdk"
 
@@ -79,13 +79,13 @@ def test_the_client_records_a_send_that_returns_no_httpx_response(tmp_path: Path
         assert attempt.receipt.provider_ref == "ch_9"
 
 
-def test_a_receipt_reader_that_fails_costs_no_attempt(store: Recorder,
+def test_a_receipt_reader_that_fails_costs_no_attempt(recorder: Recorder,
                                                       provider: Provider) -> None:
     def broken(result: Any) -> MatchIn | None:
         raise KeyError("no such field")
 
-    charging(store, provider, receipt=broken)("2", 5)
-    attempt = only_attempt(store, "order-2")
+    charging(recorder, provider, receipt=broken)("2", 5)
+    attempt = only_attempt(recorder, "order-2")
     assert attempt.outcome is Outcome.RESPONSE and attempt.receipt is None
 
 
@@ -114,36 +114,36 @@ OUTCOMES = [
 
 @pytest.mark.parametrize(("error", "outcome", "status"), OUTCOMES)
 def test_an_exception_is_recorded_as_its_transport_outcome(
-        store: Recorder, error: Exception, outcome: Outcome, status: int | None) -> None:
-    @effect(provider=PROVIDER, action="charge", key="k-err", params={}, backend=store)
+        recorder: Recorder, error: Exception, outcome: Outcome, status: int | None) -> None:
+    @effect(provider=PROVIDER, action="charge", key="k-err", params={}, backend=recorder)
     def send() -> None:
         raise error
 
     with pytest.raises(type(error)):
         send()
-    attempt = only_attempt(store, "k-err")
+    attempt = only_attempt(recorder, "k-err")
     assert (attempt.outcome, attempt.status) == (outcome, status)
 
 
 def test_the_classify_hook_names_the_outcome_of_an_unknown_exception(
-        store: Recorder) -> None:
+        recorder: Recorder) -> None:
     class Unsent(Exception):
         pass
 
-    @effect(provider=PROVIDER, action="charge", key="k-hook", params={}, backend=store,
+    @effect(provider=PROVIDER, action="charge", key="k-hook", params={}, backend=recorder,
             classify=lambda exc: Outcome.NOT_SENT if isinstance(exc, Unsent) else None)
     def send() -> None:
         raise Unsent
 
     with pytest.raises(Unsent):
         send()
-    assert only_attempt(store, "k-hook").outcome is Outcome.NOT_SENT
+    assert only_attempt(recorder, "k-hook").outcome is Outcome.NOT_SENT
 
 
 def test_a_repeat_after_a_lost_answer_returns_the_recorded_outcome_and_sends_nothing(
-        store: Recorder, provider: Provider) -> None:
+        recorder: Recorder, provider: Provider) -> None:
     provider.faults = ["lose_response"]
-    charge = charging(store, provider)
+    charge = charging(recorder, provider)
     with pytest.raises(Lost):
         charge("3", 1200)
     again = charge("3", 1200)
@@ -152,14 +152,14 @@ def test_a_repeat_after_a_lost_answer_returns_the_recorded_outcome_and_sends_not
 
 
 def test_a_repeat_after_a_failed_send_is_granted_and_charges_once(
-        store: Recorder, provider: Provider) -> None:
+        recorder: Recorder, provider: Provider) -> None:
     provider.faults = ["fail_before_commit"]
-    charge = charging(store, provider)
+    charge = charging(recorder, provider)
     with pytest.raises(Lost):
         charge("4", 1200)
     assert charge("4", 1200) == {"id": "ch_1", "amount": 1200}
     assert provider.refs("order-4") == ["ch_1"]
-    done = operation(store, "order-4")
+    done = operation(recorder, "order-4")
     assert [a.attempt for a in done.attempts] == [1, 2]
     # Reported with its grant's holder and token: sent under the grant, not a blind retry.
     assert done.verdict is Verdict.VERIFIED_APPLIED, done.findings
@@ -168,8 +168,8 @@ def test_a_repeat_after_a_failed_send_is_granted_and_charges_once(
 def test_a_refused_retry_raises_with_the_verdict_and_what_to_do(tmp_path: Path) -> None:
     provider = Provider(faults=["lose_response"])
     # No probe: nothing can show whether the lost charge happened.
-    with EmbeddedBackend(f"sqlite:///{tmp_path / 'r.db'}", contracts=[CONTRACT]) as store:
-        charge = charging(store, provider)
+    with EmbeddedBackend(f"sqlite:///{tmp_path / 'r.db'}", contracts=[CONTRACT]) as recorder:
+        charge = charging(recorder, provider)
         with pytest.raises(Lost):
             charge("5", 1200)
         with pytest.raises(RetryRefusedError) as refused:
@@ -180,9 +180,9 @@ def test_a_refused_retry_raises_with_the_verdict_and_what_to_do(tmp_path: Path) 
     assert provider.calls == 1
 
 
-def test_a_changed_request_under_the_same_key_is_refused(store: Recorder,
+def test_a_changed_request_under_the_same_key_is_refused(recorder: Recorder,
                                                          provider: Provider) -> None:
-    charge = charging(store, provider)
+    charge = charging(recorder, provider)
     charge("6", 1200)
     with pytest.raises((IntentConflictError, ServiceError)) as conflict:
         charge("6", 9999)
@@ -191,42 +191,42 @@ def test_a_changed_request_under_the_same_key_is_refused(store: Recorder,
     assert provider.calls == 1
 
 
-def test_a_restarted_worker_is_answered_from_the_provider(store: Recorder,
+def test_a_restarted_worker_is_answered_from_the_provider(recorder: Recorder,
                                                           provider: Provider) -> None:
     """Killed after the send and before its record: the intent is there, no attempt is."""
     site: EffectSite[Any] = effect(provider=PROVIDER, action="charge", key="order-7",
-                                   params={"order": "7", "amount": 1200}, backend=store)
+                                   params={"order": "7", "amount": 1200}, backend=recorder)
     with site:
         provider.charge("order-7", 1200)  # sent by the process that died
-    charge = charging(store, provider)
+    charge = charging(recorder, provider)
     assert charge("7", 1200) == Applied("order-7", "ch_1")
     assert provider.refs("order-7") == ["ch_1"]
 
 
 def test_replay_turns_the_recorded_outcome_into_the_functions_type(
-        store: Recorder, provider: Provider) -> None:
+        recorder: Recorder, provider: Provider) -> None:
     provider.faults = ["lose_response"]
-    charge = charging(store, provider, replay=lambda done: {"id": done.provider_ref})
+    charge = charging(recorder, provider, replay=lambda done: {"id": done.provider_ref})
     with pytest.raises(Lost):
         charge("8", 1200)
     assert charge("8", 1200) == {"id": "ch_1"}
 
 
 def test_the_context_manager_records_the_intent_before_the_call(
-        store: Recorder, provider: Provider) -> None:
+        recorder: Recorder, provider: Provider) -> None:
     with effect(provider=PROVIDER, action="charge", key="order-9",
-                params={"amount": 1}, backend=store) as call:
-        assert operation(store, "order-9").attempts == []
+                params={"amount": 1}, backend=recorder) as call:
+        assert operation(recorder, "order-9").attempts == []
         assert call.run(provider.charge, "order-9", 1) == {"id": "ch_1", "amount": 1}
-    receipt = only_attempt(store, "order-9").receipt
+    receipt = only_attempt(recorder, "order-9").receipt
     assert receipt is not None and receipt.provider_ref == "ch_1"
 
 
-def test_a_read_only_call_is_neither_recorded_nor_gated(store: Recorder) -> None:
+def test_a_read_only_call_is_neither_recorded_nor_gated(recorder: Recorder) -> None:
     calls: list[int] = []
 
     @effect(provider=PROVIDER, action="list", effect="read_only", key="k-read", params={},
-            backend=store)
+            backend=recorder)
     def read() -> int:
         calls.append(1)
         return len(calls)
@@ -234,12 +234,12 @@ def test_a_read_only_call_is_neither_recorded_nor_gated(store: Recorder) -> None
     assert (read(), read()) == (1, 2)
 
 
-def test_async_a_lost_answer_is_not_sent_twice(store: Recorder,
+def test_async_a_lost_answer_is_not_sent_twice(recorder: Recorder,
                                                provider: Provider) -> None:
     provider.faults = ["lose_response"]
 
     @effect(provider=PROVIDER, action="charge", key=lambda order: f"order-{order}",
-            backend=store)
+            backend=recorder)
     async def charge(order: str) -> dict[str, Any]:
         await asyncio.sleep(0)
         return provider.charge(f"order-{order}", 1)
@@ -250,10 +250,10 @@ def test_async_a_lost_answer_is_not_sent_twice(store: Recorder,
     assert provider.calls == 1
 
 
-def test_async_a_cancelled_call_is_recorded_as_a_timeout(store: Recorder) -> None:
+def test_async_a_cancelled_call_is_recorded_as_a_timeout(recorder: Recorder) -> None:
     sent = asyncio.Event()
 
-    @effect(provider=PROVIDER, action="charge", key="k-cancel", params={}, backend=store)
+    @effect(provider=PROVIDER, action="charge", key="k-cancel", params={}, backend=recorder)
     async def slow() -> None:
         sent.set()
         await asyncio.sleep(10)
@@ -266,7 +266,7 @@ def test_async_a_cancelled_call_is_recorded_as_a_timeout(store: Recorder) -> Non
             await task
 
     asyncio.run(cancel_it())
-    assert only_attempt(store, "k-cancel").outcome is Outcome.TIMEOUT
+    assert only_attempt(recorder, "k-cancel").outcome is Outcome.TIMEOUT
 
 
 def test_a_wrapped_cause_refines_an_ambiguous_wrapper() -> None:
@@ -290,8 +290,8 @@ def test_an_error_raised_while_handling_another_is_not_refined_by_it() -> None:
         assert outcome_of(later) is Outcome.CONNECTION_ERROR
 
 
-def test_the_running_call_tells_the_function_its_key(store: Recorder) -> None:
-    @effect(provider=PROVIDER, action="charge", key="k-current", params={}, backend=store)
+def test_the_running_call_tells_the_function_its_key(recorder: Recorder) -> None:
+    @effect(provider=PROVIDER, action="charge", key="k-current", params={}, backend=recorder)
     def send() -> str | None:
         call = current_call()
         return call.intent.idempotency_key if call else None

@@ -34,8 +34,8 @@ pytestmark = pytest.mark.usefixtures("sandbox_credentials")
 ORDER = {"order": "A-17", "amount": 1200}
 
 
-def recorded(store: Recorder, operation_id: str) -> OperationOut:
-    return store.reconcile(operation_id)
+def recorded(recorder: Recorder, operation_id: str) -> OperationOut:
+    return recorder.reconcile(operation_id)
 
 
 def carries(operation: OperationOut) -> set[Carried]:
@@ -65,64 +65,64 @@ def run_tool(effects: ToolEffects, provider: Provider, sent: list[dict[str, Any]
     pytest.param({"charge"}, {Carried.OPERATION_ID, Carried.IDEMPOTENCY_KEY},
                  id="keyed-is-given-the-key-and-records-it")])
 def test_an_adapter_tool_records_a_key_only_when_it_sends_one(
-        store: Recorder, provider: Provider, keyed: frozenset[str],
+        recorder: Recorder, provider: Provider, keyed: frozenset[str],
         carried: set[Carried]) -> None:
     """Before: every adapter intent recorded key=operation_id, sent or not."""
     sent: list[dict[str, Any]] = []
-    operation_id = run_tool(ToolEffects(PROVIDER, backend=store, keyed=keyed,
+    operation_id = run_tool(ToolEffects(PROVIDER, backend=recorder, keyed=keyed,
                                         tagged={"charge"}), provider, sent)
-    operation = recorded(store, operation_id)
+    operation = recorded(recorder, operation_id)
     key = operation_id if keyed else None
     assert operation.intent.idempotency_key == key == sent[0]["key"]
     assert carries(operation) == carried
 
 
 def test_a_tool_declaring_operation_id_tagging_is_given_the_id_and_carries_it(
-        store: Recorder, provider: Provider) -> None:
+        recorder: Recorder, provider: Provider) -> None:
     sent: list[dict[str, Any]] = []
-    operation_id = run_tool(ToolEffects(PROVIDER, backend=store, tagged={"charge"}),
+    operation_id = run_tool(ToolEffects(PROVIDER, backend=recorder, tagged={"charge"}),
                             provider, sent)
     assert sent == [{"key": None, "metadata": {"operation_id": operation_id}}]
     assert provider.charges == [(operation_id, "ch_1")]
-    assert carries(recorded(store, operation_id)) == {Carried.OPERATION_ID}
+    assert carries(recorded(recorder, operation_id)) == {Carried.OPERATION_ID}
 
 
 def test_effect_with_a_key_records_that_it_carries_the_idempotency_key(
-        store: Recorder, provider: Provider) -> None:
+        recorder: Recorder, provider: Provider) -> None:
     @effect(provider=PROVIDER, action="charge", key=lambda order: f"order-{order}",
-            backend=store)
+            backend=recorder)
     def charge(order: str) -> dict[str, Any]:
         return provider.charge(f"order-{order}", 1200)
 
     charge("1")
-    assert carries(recorded(store, "order-1")) == {Carried.IDEMPOTENCY_KEY}
+    assert carries(recorded(recorder, "order-1")) == {Carried.IDEMPOTENCY_KEY}
 
 
 def test_effect_tagged_without_a_key_carries_the_operation_id_alone(
-        store: Recorder, provider: Provider) -> None:
+        recorder: Recorder, provider: Provider) -> None:
     @effect(provider=PROVIDER, action="charge", operation_id="op-tagged", tagged=True,
-            backend=store)
+            backend=recorder)
     def charge() -> dict[str, Any]:
         call = current_call()
         assert call is not None
         return provider.charge(call.operation_id, 1200)
 
     charge()
-    operation = recorded(store, "op-tagged")
+    operation = recorded(recorder, "op-tagged")
     assert operation.intent.idempotency_key is None
     assert carries(operation) == {Carried.OPERATION_ID}
     assert provider.charges == [("op-tagged", "ch_1")]
 
 
 def test_a_call_that_carries_nothing_a_probe_can_find_is_warned_about_once_per_action(
-        store: Recorder, provider: Provider, caplog: pytest.LogCaptureFixture) -> None:
+        recorder: Recorder, provider: Provider, caplog: pytest.LogCaptureFixture) -> None:
     suffix = uuid.uuid4().hex[:8]  # once per process: each run warns of its own actions
 
     def untraceable(action: str) -> Callable[[str], Any]:
         action = f"{action}_{suffix}"
 
         @effect(provider=PROVIDER, action=action, operation_id=lambda n: f"{action}-{n}",
-                backend=store)
+                backend=recorder)
         def send(n: str) -> dict[str, Any]:
             return provider.charge(f"{action}-{n}", 1)
         return send
@@ -135,13 +135,13 @@ def test_a_call_that_carries_nothing_a_probe_can_find_is_warned_about_once_per_a
     assert len(warned) == 2
     assert all("no probe can verify its effects" in w for w in warned)
     assert "untraceable_notify" in warned[0] and "untraceable_page" in warned[1]
-    assert carries(recorded(store, f"untraceable_notify_{suffix}-1")) == set()
+    assert carries(recorded(recorder, f"untraceable_notify_{suffix}-1")) == set()
 
 
 def test_a_keyed_or_tagged_call_is_not_warned_about(
-        store: Recorder, provider: Provider, caplog: pytest.LogCaptureFixture) -> None:
+        recorder: Recorder, provider: Provider, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="reconciler.effect")
-    run_tool(ToolEffects(PROVIDER, backend=store, keyed={"charge"}), provider, [])
+    run_tool(ToolEffects(PROVIDER, backend=recorder, keyed={"charge"}), provider, [])
     assert not [r for r in caplog.records if r.name == "reconciler.effect"]
 
 

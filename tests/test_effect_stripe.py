@@ -31,7 +31,7 @@ def stripe_client(base: str, timeout_s: float = 2.0) -> Any:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[EmbeddedBackend]:
+def recorder(tmp_path: Path) -> Iterator[EmbeddedBackend]:
     with EmbeddedBackend(f"sqlite:///{tmp_path / 'r.db'}") as backend:
         yield backend
 
@@ -42,48 +42,48 @@ def closed_port() -> str:
         return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
-def charge_with(client: Any, store: EmbeddedBackend, key: str,
+def charge_with(client: Any, recorder: EmbeddedBackend, key: str,
                 headers: dict[str, str] | None = None) -> Any:
     params = {"amount": 1200, "currency": "eur", "confirm": True,
               "payment_method": "pm_card_visa", "metadata": {"operation_id": key}}
 
     @effect(provider="stripe", action="payment_intents.create", key=key, params=params,
-            backend=store)
+            backend=recorder)
     def charge() -> Any:
         return client.v1.payment_intents.create(params=params, options={
             "idempotency_key": key, **({"headers": headers} if headers else {})})
     return charge
 
 
-def outcome(store: EmbeddedBackend, key: str) -> tuple[Outcome, int | None]:
-    [attempt] = store.reconcile(key).attempts
+def outcome(recorder: EmbeddedBackend, key: str) -> tuple[Outcome, int | None]:
+    [attempt] = recorder.reconcile(key).attempts
     return attempt.outcome, attempt.status
 
 
-def test_a_refused_connection_is_not_sent(store: EmbeddedBackend) -> None:
+def test_a_refused_connection_is_not_sent(recorder: EmbeddedBackend) -> None:
     with pytest.raises(stripe.APIConnectionError):
-        charge_with(stripe_client(closed_port()), store, "k-refused")()
-    assert outcome(store, "k-refused") == (Outcome.NOT_SENT, None)
+        charge_with(stripe_client(closed_port()), recorder, "k-refused")()
+    assert outcome(recorder, "k-refused") == (Outcome.NOT_SENT, None)
 
 
-def test_a_read_timeout_is_a_timeout(store: EmbeddedBackend, silent_server: str) -> None:
+def test_a_read_timeout_is_a_timeout(recorder: EmbeddedBackend, silent_server: str) -> None:
     with pytest.raises(stripe.APIConnectionError):
-        charge_with(stripe_client(silent_server, timeout_s=0.3), store, "k-timeout")()
-    assert outcome(store, "k-timeout") == (Outcome.TIMEOUT, None)
+        charge_with(stripe_client(silent_server, timeout_s=0.3), recorder, "k-timeout")()
+    assert outcome(recorder, "k-timeout") == (Outcome.TIMEOUT, None)
 
 
-def test_an_error_answer_is_a_response_with_its_status(store: EmbeddedBackend) -> None:
+def test_an_error_answer_is_a_response_with_its_status(recorder: EmbeddedBackend) -> None:
     with running_sandbox() as sandbox:
         client = stripe_client(f"{sandbox.url}/pay")
 
         @effect(provider="payments", action="charge", key="k-400", params={},
-                backend=store)
+                backend=recorder)
         def bad_charge() -> object:
             return client.v1.charges.create(params={"currency": "eur"})  # no amount
 
         with pytest.raises(stripe.InvalidRequestError):
             bad_charge()
-    assert outcome(store, "k-400") == (Outcome.RESPONSE, 400)
+    assert outcome(recorder, "k-400") == (Outcome.RESPONSE, 400)
 
 
 @pytest.fixture

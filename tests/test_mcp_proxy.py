@@ -35,7 +35,7 @@ SCOPE = "run-proxy"
 
 
 @pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, provider: Provider,
+def recorder(request: pytest.FixtureRequest, provider: Provider,
           tmp_path: Path) -> Iterator[Recorder]:
     """Probed through the upstream's own read-only tool: the `mcp_read` probe kind, which
     finds a charge by the idempotency key it was made under."""
@@ -79,7 +79,7 @@ def upstream(provider: Provider, metas: list[dict[str, Any]] | None = None) -> M
 
 
 @asynccontextmanager
-async def proxied(provider: Provider, store: Recorder,
+async def proxied(provider: Provider, recorder: Recorder,
                   metas: list[dict[str, Any]] | None = None, keyed: bool = False,
                   tagged: bool = False) -> AsyncIterator[Client]:
     """`keyed`, `tagged`: the configuration says `charge` sends the key on to the provider,
@@ -88,7 +88,7 @@ async def proxied(provider: Provider, store: Recorder,
         settings = ProxySettings(PROVIDER, call_timeout_s=0.3, scope=SCOPE,
                                  keyed=frozenset({"charge"} if keyed else ()),
                                  tagged=frozenset({"charge"} if tagged else ()))
-        proxy = ReconcilingProxy(up, settings, store)
+        proxy = ReconcilingProxy(up, settings, recorder)
         async with Client(proxy.server()) as client:
             yield client
 
@@ -98,19 +98,19 @@ def text(result: types.CallToolResult) -> str:
 
 
 def test_the_upstreams_tools_are_re_exported_with_their_classes(
-        provider: Provider, store: Recorder) -> None:
+        provider: Provider, recorder: Recorder) -> None:
     async def main() -> list[types.Tool]:
-        async with proxied(provider, store) as client:
+        async with proxied(provider, recorder) as client:
             return (await client.list_tools()).tools
 
     tools = {t.name: effect_of(t) for t in anyio.run(main)}
     assert tools == {"charge": Effect.NON_IDEMPOTENT, "list_charges": Effect.READ_ONLY}
 
 
-def call_twice(provider: Provider, store: Recorder, metas: list[dict[str, Any]] | None = None,
+def call_twice(provider: Provider, recorder: Recorder, metas: list[dict[str, Any]] | None = None,
                keyed: bool = False, tagged: bool = False) -> tuple[str, str]:
     async def main() -> tuple[str, str]:
-        async with proxied(provider, store, metas, keyed, tagged) as client:
+        async with proxied(provider, recorder, metas, keyed, tagged) as client:
             arguments = {"order": "A-17", "amount": 1200}
             first = await client.call_tool("charge", arguments)
             second = await client.call_tool("charge", arguments)
@@ -119,51 +119,51 @@ def call_twice(provider: Provider, store: Recorder, metas: list[dict[str, Any]] 
 
 
 def test_a_timed_out_call_the_upstream_applied_is_not_forwarded_again(
-        provider: Provider, store: Recorder) -> None:
+        provider: Provider, recorder: Recorder) -> None:
     provider.faults = ["lose_response"]
-    first, second = call_twice(provider, store, keyed=True)
+    first, second = call_twice(provider, recorder, keyed=True)
     assert "charge: done (ch_1)" in first and "Do not call charge again" in first
     assert "charge: done (ch_1)" in second
     assert (provider.calls, len(provider.charges)) == (1, 1)
 
 
 def test_a_timed_out_call_the_upstream_did_not_apply_is_forwarded_once_more_with_its_key(
-        provider: Provider, store: Recorder) -> None:
+        provider: Provider, recorder: Recorder) -> None:
     provider.faults = ["fail_before_commit"]
-    first, second = call_twice(provider, store, keyed=True)
+    first, second = call_twice(provider, recorder, keyed=True)
     assert "You may call charge again, once" in first
     assert "ch_1" in second
     assert (provider.calls, len(provider.charges)) == (2, 1)
 
 
 def test_a_forwarded_call_and_its_granted_retry_carry_the_intents_idempotency_key(
-        provider: Provider, store: Recorder) -> None:
+        provider: Provider, recorder: Recorder) -> None:
     provider.faults = ["fail_before_commit"]
     metas: list[dict[str, Any]] = []
-    call_twice(provider, store, metas, keyed=True)
+    call_twice(provider, recorder, metas, keyed=True)
     key = tool_operation(SCOPE, "charge", {"order": "A-17", "amount": 1200})
     assert metas == [{KEY_META: key}, {KEY_META: key}]
-    assert store.reconcile(key).intent.idempotency_key == key
+    assert recorder.reconcile(key).intent.idempotency_key == key
 
 
 def test_a_tool_that_attaches_the_operation_id_gets_it_and_its_intent_says_so(
-        provider: Provider, store: Recorder) -> None:
+        provider: Provider, recorder: Recorder) -> None:
     metas: list[dict[str, Any]] = []
-    call_twice(provider, store, metas, tagged=True)
+    call_twice(provider, recorder, metas, tagged=True)
     operation = tool_operation(SCOPE, "charge", {"order": "A-17", "amount": 1200})
     assert metas == [{OPERATION_META: operation}]
-    assert store.reconcile(operation).intent.carries == [Carried.OPERATION_ID]
+    assert recorder.reconcile(operation).intent.carries == [Carried.OPERATION_ID]
 
 
 def test_a_tool_that_sends_no_key_records_none_and_is_never_sent_twice(
-        provider: Provider, store: Recorder) -> None:
+        provider: Provider, recorder: Recorder) -> None:
     """A key recorded but not sent is a false statement of the intent (SPEC section 3), and a
     null key gets no retry grant (rule 6): the timed-out call waits for a human."""
     provider.faults = ["fail_before_commit"]
     metas: list[dict[str, Any]] = []
-    first, second = call_twice(provider, store, metas)
+    first, second = call_twice(provider, recorder, metas)
     operation = tool_operation(SCOPE, "charge", {"order": "A-17", "amount": 1200})
-    assert store.reconcile(operation).intent.idempotency_key is None
+    assert recorder.reconcile(operation).intent.idempotency_key is None
     assert metas == [{}] and provider.calls == 1
     assert "a human decides" in first and "Do not call charge again" in first
     assert "charge: not retried: the effect may have happened; a human decides" in second
@@ -181,9 +181,9 @@ def test_the_mcp_package_cannot_carry_sep_3182_yet() -> None:
 
 
 def test_a_read_only_tool_is_forwarded_every_time(provider: Provider,
-                                                  store: Recorder) -> None:
+                                                  recorder: Recorder) -> None:
     async def main() -> list[str]:
-        async with proxied(provider, store) as client:
+        async with proxied(provider, recorder) as client:
             return [text(await client.call_tool("list_charges", {}))
                     for _ in range(3)]
 
