@@ -1,5 +1,6 @@
-"""Seeded SQLite stores kept between runs: the bulk of a large store (100,000 to 1,000,000
-settled or never-dispatched operations) is seeded once and copied from the cache afterwards.
+"""Seeded stores kept between runs: the bulk of a large store (100,000 to 1,000,000 settled or
+never-dispatched operations) is seeded once and copied afterwards, SQLite's from a file in the
+cache directory, PostgreSQL's from a schema kept in PostgreSQL itself.
 
 Seeding took most of a quick run on a loaded machine (290 s of 11 minutes, issue 35), and
 what it writes is the same every time: operations whose rows do not depend on when they were
@@ -12,9 +13,15 @@ them changed, the key changes and the store is seeded afresh. What does depend o
 written on the copy by each run, as before.
 
     cache/bulk-<key>.db ── copy ──▶ workdir/<store>.db ── + due operations ──▶ measured
+    schema bench_seed_<key> ── INSERT ... SELECT ──▶ fresh schema ── + due ──▶ measured
+
+PostgreSQL's copy is made on every run, the first included (it seeds the kept schema, then
+copies it): the measured store is always fresh tables of the migrated schema holding freshly
+inserted rows, made the same way whether the seed was kept or not.
 
 The cache directory: `--seed-cache DIR`, else `$RECONCILER_BENCH_CACHE`, else
-`~/.cache/reconciler-bench`; `--no-seed-cache` seeds every store afresh.
+`~/.cache/reconciler-bench`; `--no-seed-cache` seeds every store afresh (PostgreSQL's
+straight into the measured schema, as before).
 """
 
 from __future__ import annotations
