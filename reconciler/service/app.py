@@ -9,7 +9,7 @@ from reconciler.infra.release import release
 from reconciler.ledger import Ledger
 from reconciler.ledger.sweep import ProbeLookup
 from reconciler.runtime.agent import Agent, load_agent
-from reconciler.service import health, operations, run_list, runs, webhooks
+from reconciler.service import health, operations, webhooks
 from reconciler.service.admission import Admission, HotQueue
 from reconciler.service.auth import CONSOLE_PREFIX, BearerAuth
 from reconciler.service.credentials import Credential, Keyring, Role, digest
@@ -23,6 +23,8 @@ from reconciler.service.problems import (
     problem_responses,
 )
 from reconciler.service.request_log import RequestLog
+from reconciler.service.runs import listing as run_listing
+from reconciler.service.runs import routes as run_routes
 from reconciler.service.settings import Settings
 from reconciler.service.trace_context import TraceContext
 from reconciler.service.ui.routes import install_console
@@ -44,14 +46,15 @@ def create_app(settings: Settings, *, ledger: Ledger | None = None,
     app.state.wiring = build_wiring(settings, ledger, probes_for)
     app.state.hot_queue = HotQueue(settings.hot_queue_max, settings.hot_queue_wait_s)
     agent = agent or (load_agent(settings.agent) if settings.agent else None)
-    app.state.runs = runs.build_runs(app.state.wiring, agent) if agent else None
-    app.state.supervisor = runs.supervisor_of(settings, app.state.runs)
-    routers = (operations.router, run_list.router, runs.router, webhooks.router, health.router)
+    app.state.runs = run_routes.build_runs(app.state.wiring, agent) if agent else None
+    app.state.supervisor = run_routes.supervisor_of(settings, app.state.runs)
+    routers = (operations.router, run_listing.router, run_routes.router, webhooks.router,
+               health.router)
     for router in routers:
         # The webhook routes authenticate by the provider's signature (their own check).
         app.include_router(router)
     install_problem_handlers(app, [route for router in routers for route in router.routes])
-    runs.install_run_problems(app)
+    run_routes.install_run_problems(app)
     keys = keyring(settings)
     install_openapi(app, bearer=bool(keys))
     install_docs(app, settings.docs_assets)

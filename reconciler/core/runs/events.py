@@ -127,7 +127,7 @@ class RunView:
     config: Mapping[str, Any]
     correlation_id: str | None
     turn: int = 0
-    #: The credential that created the run (service.runs): its input is that caller's to read.
+    #: The credential that created the run (service.runs.routes): only its caller reads its input.
     created_by: str | None = None
     turn_usage: tuple[Usage, ...] = ()
     assistant: tuple[tuple[int, Message], ...] = ()

@@ -17,7 +17,7 @@ from reconciler.core.domain import Verdict
 from reconciler.core.runs.states import RunState
 from reconciler.core.schemas import OperationQueryIn
 from reconciler.service.credentials import Keyring
-from reconciler.service.run_list import RunQueryIn
+from reconciler.service.runs.listing import RunQueryIn
 from reconciler.service.ui import operation, run
 from reconciler.service.ui.access import LOGIN_COOKIE, SESSION_COOKIE, Access, access_of, csrf_ok
 from reconciler.service.ui.inputs import _Fields

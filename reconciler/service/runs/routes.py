@@ -14,7 +14,7 @@ agent runtime awaits its model and tools on the event loop, and a cancel request
 signal of an advance running in this process. A cancel sent to another replica than the one
 advancing the run is stored in the run's journal; that replica's heartbeat sees it and stops
 its call in flight. `stream` (or Accept: text/event-stream) answers with server-sent events
-(`run_stream`); GET /v1/runs/{id}/events is where a lost stream reconnects.
+(`runs.stream`); GET /v1/runs/{id}/events is where a lost stream reconnects.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ from reconciler.service.problems import (
     problem_response,
     problem_responses,
 )
-from reconciler.service.run_stream import (
+from reconciler.service.runs.stream import (
     MEDIA_TYPE,
     last_event_id,
     seed_event,
