@@ -34,10 +34,10 @@ from reconciler.testing.patience import PATIENCE_S
 FAST = RetryPolicy(tries=2, backoff_s=0, timeout_s=0.5, deadline_s=2, max_bytes=1000)
 
 #: What the server answers to one request head: the bytes to send, and whether to close after.
-Answer = Callable[[bytes], tuple[bytes, bool]]
+Responder = Callable[[bytes], tuple[bytes, bool]]
 
 
-def respond(status: str, body: bytes, *headers: str, close: bool = False) -> Answer:
+def respond(status: str, body: bytes, *headers: str, close: bool = False) -> Responder:
     head = "\r\n".join([f"HTTP/1.1 {status}", f"Content-Length: {len(body)}", *headers])
     return lambda request: ((head + "\r\n\r\n").encode() + body, close)
 
@@ -46,7 +46,7 @@ class Server:
     """A loopback HTTP/1.1 server answering each request with the next of `answers` (the last
     one again when they run out); it notes the request heads and counts the connections."""
 
-    def __init__(self, answers: list[Answer], tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, answers: list[Responder], tls: ssl.SSLContext | None = None) -> None:
         self.answers, self.tls = answers, tls
         self.heads: list[bytes] = []
         self.connections = 0
@@ -102,7 +102,7 @@ class Server:
 def serve() -> Iterator[Callable[..., Server]]:
     started: list[Server] = []
 
-    def start(*answers: Answer, tls: ssl.SSLContext | None = None) -> Server:
+    def start(*answers: Responder, tls: ssl.SSLContext | None = None) -> Server:
         started.append(Server(list(answers), tls))
         return started[-1]
 
