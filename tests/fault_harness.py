@@ -48,7 +48,7 @@ def intent_body(operation_id: str) -> dict[str, str]:
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class WriteResult:
     """One write and what came back: `status` None when no answer did (the server was gone)."""
 
     operation_id: str
@@ -66,7 +66,7 @@ class IntentLoad:
         self.url = url
         self.prefix = prefix
         self.per_writer = per_writer
-        self.answers: list[Answer] = []
+        self.answers: list[WriteResult] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._write, args=(n,), daemon=True)
@@ -94,18 +94,18 @@ class IntentLoad:
                 try:
                     response = http.post("/v1/operations", json=intent_body(op))
                 except httpx.TransportError:
-                    self._keep(Answer(op, None))
+                    self._keep(WriteResult(op, None))
                     time.sleep(0.01)  # the server is gone: do not spin
                     continue
                 kind = response.headers.get("content-type", "")
                 problem = response.json().get("type", "") if kind == PROBLEM_JSON else ""
-                self._keep(Answer(op, response.status_code, kind, problem))
+                self._keep(WriteResult(op, response.status_code, kind, problem))
 
-    def _keep(self, answer: Answer) -> None:
+    def _keep(self, answer: WriteResult) -> None:
         with self._lock:
             self.answers.append(answer)
 
-    def snapshot(self) -> list[Answer]:
+    def snapshot(self) -> list[WriteResult]:
         with self._lock:
             return list(self.answers)
 
