@@ -145,7 +145,7 @@ def chaos(runs: int, *, seed: int = 0, db_url: str | None = None, supervised: bo
                     result.notes.append(f"resuming worker exited with {second}")
                 results.append(result)
                 _progress(progress, results, runs)
-        store.engine.dispose()
+        store.close()
     return Report(results)
 
 

@@ -81,4 +81,4 @@ async def _work(db_url: str, sandbox_url: str, run_id: str, kill: Kill | None,
         else:
             create_run(journal, TASK, ledger.clock(), run_id=run_id, config=CONFIG)
             await runtime.advance(run_id)
-    store.engine.dispose()
+    store.close()

@@ -298,7 +298,7 @@ def check_config_command(
         raise typer.Exit(EXIT_CANNOT_CHECK) from None
     finally:
         if store is not None:
-            store.engine.dispose()
+            store.close()
     rows = [
         [r.probe, r.authority, ", ".join(
             ref + (f" ({h})" if h else "") for ref, h in zip(r.refs, r.hashes, strict=True))

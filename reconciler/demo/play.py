@@ -179,7 +179,7 @@ def demo_world() -> Iterator[Demo]:
         try:
             yield Demo(sandbox, store, http)
         finally:
-            store.engine.dispose()
+            store.close()
 
 
 def play_all(scenarios: tuple[Scenario, ...] = SCENARIOS,

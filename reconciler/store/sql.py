@@ -101,6 +101,13 @@ class SqlStore:
         if previous is not None:
             previous.close()  # the connection it holds goes back to the old engine's pool
 
+    def close(self) -> None:
+        """Give every connection back and close them: the group committer's first (it holds
+        one between commits; disposed of before it, the pool cannot take it back and the
+        database session stays open until the garbage collector finds it), then the pool's."""
+        self._committer.close()
+        self._engine.dispose()
+
     @contextmanager
     def session(self, *, read: bool = False) -> Iterator[Session]:
         """One transaction (`read`: one that writes nothing); a store that cannot be reached
