@@ -29,7 +29,6 @@ committed and the WAL flushes over all its rounds.
 
 from __future__ import annotations
 
-import gc
 import json
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -131,10 +130,6 @@ def phase(ctx: Context, pg: PgServer, replicas: int, rounds: int, seconds: float
         with step(f"{replicas} replica(s): preparing {replicas * RETRY_POOL} "
                   "verified_not_applied operations"):
             prepare(url, prefix, replicas)
-        # The store's group committer gives the session it holds back to the engine's pool
-        # after `dispose()` has closed that pool's sessions (on its engine_disposed event): the
-        # session stays open until the pool is collected.
-        gc.collect()
         pg.wait_closed(prefix)
         before = pg.counters()
         env = {"RECONCILER_DB": url, "RECONCILER_SWEEP_INTERVAL_S": "0"}
@@ -169,7 +164,7 @@ def prepare(url: str, prefix: str, replicas: int) -> None:
             for i in range(RETRY_POOL):
                 retryable(ledger, f"{prefix}-r{r}-{i}")
     finally:
-        store.engine.dispose()
+        store.close()
 
 
 def spec(name: str, sidecar: ServerProcess, index: int, prefix: str, run: str, replicas: int,

@@ -106,7 +106,7 @@ def sweep(ctx: Context, count: int, replicas: int) -> Sweep:
     with ExitStack() as stack:
         url = stack.enter_context(pg_schema(ctx.pg_url))
         store = open_store(url)
-        stack.callback(store.engine.dispose)
+        stack.callback(store.close)
         store.put_contract(CONTRACT)
         sandbox = stack.enter_context(server(
             "bench.sandbox", ["--latency-ms", str(LATENCY_MS), "--applied", f"key-{prefix}",
