@@ -137,10 +137,10 @@ def bulk_postgres(cached: bool, pg_url: str, prefix: str, settled: int,
 
 def kept_schema(pg_url: str, prefix: str, settled: int, never: int) -> str:
     """The schema `bench_seed_<key>` holding `bulk`'s rows for these parameters under this
-    schema (`seed_key`), seeded now if missing or incomplete. Its comment says what it holds
-    once seeding finished (`seeding|...` until then); kept seeds of other code (another
-    `schema_key`) are dropped when a seed is made. An advisory lock on the name keeps two runs
-    from seeding it at once."""
+    schema (`seed_key`), seeded (and vacuumed) now if missing or incomplete. Its comment says
+    what it holds once seeding finished (`seeding|...` until then); kept seeds of other code
+    (another `schema_key`) are dropped when a seed is made. An advisory lock on the name keeps
+    two runs from seeding it at once."""
     parameters, key = seed_key(prefix, settled, never)
     name, done = f"{KEPT}{key}", f"{schema_key()}|{parameters}"
     admin = create_engine(pg_url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
@@ -161,6 +161,12 @@ def kept_schema(pg_url: str, prefix: str, settled: int, never: int) -> str:
                 conn.exec_driver_sql(f'CREATE SCHEMA "{name}"')
                 _comment(conn, name, f"seeding|{done}")
                 bulk(in_schema(pg_url, name), prefix, settled, never)
+                # Vacuumed now, not by autovacuum in the middle of a measurement: the kept
+                # tables are only read from afterwards, and reading them sets no hint bits.
+                for (table,) in conn.exec_driver_sql(
+                        "SELECT table_name FROM information_schema.tables "
+                        "WHERE table_schema = %s", (name,)):
+                    conn.exec_driver_sql(f'VACUUM (ANALYZE) "{name}"."{table}"')
                 _comment(conn, name, done)
                 progress(f"kept the seeded rows in PostgreSQL's schema {name} for the next runs")
                 return name
