@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from reconciler.client.effects import Recorder
+from reconciler.core.ports import Store
 from reconciler.integrations.tool_calls import ToolEffects
 from reconciler.runtime import continuation
 from reconciler.sandbox import RunningSandbox
@@ -25,6 +26,7 @@ from reconciler.testing.patience import PATIENCE_S
 from databases import pg_unreachable
 from runtime_harness import World, open_world
 from service_harness import database
+from stores import KINDS, opened
 
 # The testing kit's fixtures: `clock` (a fresh ManualClock), `sandbox` (one sandbox server per
 # module) and `sandbox_clock` (that sandbox reset, on a fresh ManualClock).
@@ -44,6 +46,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run the fault harness (tests/test_faults_*.py) and the replica "
                      "tests N times larger: more writes, kills, fault rounds, fuzz examples "
                      "and concurrent retry rounds")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "store_kinds(*kinds): the kinds of store the `store` "
+                            "fixture runs a test on (by default every kind: memory, sqlite, "
+                            "postgresql)")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test asking for `store` (itself or through another fixture) runs once on each kind of
+    store (`stores.KINDS`), or on the kinds its `store_kinds` marker names (on the test, its
+    class or its module: `pytestmark = pytest.mark.store_kinds("sqlite", "postgresql")`)."""
+    if "store" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("store_kinds")
+        kinds = list(marker.args) if marker else KINDS
+        unknown = set(kinds) - set(KINDS)
+        if unknown:
+            raise pytest.UsageError(f"store_kinds names unknown kinds: {sorted(unknown)}")
+        metafunc.parametrize("store", kinds, indirect=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -90,6 +111,15 @@ def mono(monkeypatch: pytest.MonkeyPatch) -> ManualMonotonic:
     fake = ManualMonotonic()
     monkeypatch.setattr(continuation, "time", SimpleNamespace(monotonic=fake))
     return fake
+
+
+@pytest.fixture
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A fresh, empty store of the kind the test runs on (`pytest_generate_tests`): the
+    in-memory twin, SQLite or PostgreSQL (skipped, with the reason, when it cannot be
+    reached)."""
+    with opened(request.param, tmp_path) as fresh:
+        yield fresh
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

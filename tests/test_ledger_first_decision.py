@@ -1,24 +1,18 @@
 """Recording a new intent judges it from the intent alone (no read-back of what was just
 written), and answers and caches exactly what a full judgement would."""
 
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
 
 from reconciler.core.verdicts import NextAction
 from reconciler.ledger import Ledger
-from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
 
 from builders import CONTRACT, T0, intent
 
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[SqlStore]:
-    store = open_store(store_url)
-    yield store
-    store.engine.dispose()
+#: The cached first decision is kept by the SQL stores: the `store` fixture gives those two.
+pytestmark = pytest.mark.store_kinds("sqlite", "postgresql")
 
 
 def test_a_new_intent_is_answered_as_a_full_judgement_would_answer_it(store: SqlStore) -> None:

@@ -1,7 +1,6 @@
 """The SQL store's own promises: durability, migrations, and no secrets at rest. What every store
 promises is tests/test_store_contract.py."""
 
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -28,12 +27,8 @@ from reconciler.store.sql import SqlStore
 
 from builders import OP, attempt, intent, t
 
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[SqlStore]:
-    store = open_store(store_url)
-    yield store
-    store.engine.dispose()
+#: What is checked here is the SQL store's own: the `store` fixture gives SQLite and PostgreSQL.
+pytestmark = pytest.mark.store_kinds("sqlite", "postgresql")
 
 
 def test_sqlite_store_is_wal_with_synchronous_full(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 before their rows are committed, and one caller's refused rows never fail the others."""
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
@@ -11,7 +11,6 @@ from sqlalchemy import Connection, event
 
 from reconciler.core.domain import IntentConflict
 from reconciler.core.errors import IntentConflictError, StoreUnavailableError
-from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
 from reconciler.testing.patience import PATIENCE_S
 
@@ -23,11 +22,8 @@ FOLLOWERS = 4
 #: The most a test waits for callers to get where it holds them.
 
 
-@pytest.fixture
-def store(store_url: str) -> Iterator[SqlStore]:
-    store = open_store(store_url)
-    yield store
-    store.engine.dispose()
+#: What is checked here is the SQL store's own: the `store` fixture gives SQLite and PostgreSQL.
+pytestmark = pytest.mark.store_kinds("sqlite", "postgresql")
 
 
 class HeldFirstCommit:

@@ -4,7 +4,7 @@ share batches with threads' writes, and each gets the answer a thread would."""
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -28,11 +28,8 @@ from service_harness import serving
 WRITER = "group committer"
 
 
-@pytest.fixture
-def store(store_url: str) -> Iterator[SqlStore]:
-    store = open_store(store_url)
-    yield store
-    store.engine.dispose()
+#: What is checked here is the SQL store's own: the `store` fixture gives SQLite and PostgreSQL.
+pytestmark = pytest.mark.store_kinds("sqlite", "postgresql")
 
 
 class HeldCommit:

@@ -6,7 +6,7 @@ its new holder."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -32,7 +32,6 @@ from reconciler.core.sight import Sight
 from reconciler.ledger import Ledger
 from reconciler.ledger.sweep import Sweeper
 from reconciler.store.leases import SqlLeases
-from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
 from reconciler.store.tables import StateRow
 from reconciler.testing import ManualClock
@@ -58,12 +57,14 @@ class Probe:
         return self.answer(target)
 
 
-@pytest.fixture
-def store(store_url: str) -> Iterator[SqlStore]:
-    store = open_store(store_url)
+#: The rounds' batches are the SQL store's: the `store` fixture gives SQLite and PostgreSQL.
+pytestmark = pytest.mark.store_kinds("sqlite", "postgresql")
+
+
+@pytest.fixture(autouse=True)
+def contract(store: SqlStore) -> None:
+    """Every test's store knows the provider's contract."""
     store.put_contract(CONTRACT)
-    yield store
-    store.engine.dispose()
 
 
 def dispatched(store: SqlStore, clock: ManualClock, count: int) -> list[str]:
