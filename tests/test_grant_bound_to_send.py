@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 import httpx
 import pytest
@@ -37,6 +36,7 @@ from reconciler.core.domain import (
     Verdict,
 )
 from reconciler.core.errors import RetryNotGrantedError, RetryRefusedError
+from reconciler.core.ports import Store
 from reconciler.core.schemas import AttemptIn, IntentIn, OperationOut, RetryIn
 from reconciler.ledger import Ledger
 from reconciler.ledger.gate import GateAnswer, RetryGate, RetryRequest
@@ -45,7 +45,6 @@ from reconciler.store.sql import SqlStore
 from reconciler.testing import ManualClock
 
 from sidecar_client import H, Sidecar, assert_problem, running_sidecar
-from stores import KINDS, opened
 
 OP, KEY = "op-1", "key-op-1"
 TTL_S = 2.0
@@ -94,13 +93,12 @@ class World:
         return [a.number for a in self.ledger.store.facts(OP).attempts]
 
 
-@pytest.fixture(params=KINDS)
-def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
-    with opened(request.param, tmp_path) as store:
-        store.put_contract(PAY)
-        clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
-        ledger = Ledger(store, clock=clock)
-        yield World(RetryGate(ledger, leases_of(store), lease_ttl_s=TTL_S), ledger, clock)
+@pytest.fixture
+def world(store: Store) -> World:
+    store.put_contract(PAY)
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    ledger = Ledger(store, clock=clock)
+    return World(RetryGate(ledger, leases_of(store), lease_ttl_s=TTL_S), ledger, clock)
 
 
 # -- 1: opening attempt n needs the live grant, with its token --------------------------------

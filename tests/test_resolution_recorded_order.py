@@ -6,8 +6,6 @@ an attempt recorded after a human's verified_not_applied but stamped before it l
 decision standing, and a further send was granted.
 """
 
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -18,14 +16,12 @@ from reconciler.ledger import Ledger
 from reconciler.testing import ManualClock
 
 from builders import CONTRACT, OP, attempt, intent, resolution, t
-from stores import KINDS, opened
 
 
-@pytest.fixture(params=KINDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    with opened(request.param, tmp_path) as store:
-        store.put_contract(CONTRACT)
-        yield store
+@pytest.fixture(autouse=True)
+def contract(store: Store) -> None:
+    """Every test's store knows the provider's contract."""
+    store.put_contract(CONTRACT)
 
 
 def test_a_resolution_keeps_the_count_of_attempt_reports_recorded_before_it(

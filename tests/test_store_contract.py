@@ -2,7 +2,6 @@
 SQLite and PostgreSQL, so that replay and unit tests on the twin mean what they mean on a
 database."""
 
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -37,13 +36,6 @@ from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
 
 from builders import CONTRACT, H0, K0, OP, T0, attempt, intent, probe, receipt, resolution, t
-from stores import KINDS, opened
-
-
-@pytest.fixture(params=KINDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    with opened(request.param, tmp_path) as store:
-        yield store
 
 
 @pytest.fixture

@@ -7,10 +7,8 @@ says false_success.
 """
 
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -21,13 +19,6 @@ from reconciler.ledger import Ledger
 from reconciler.store.sql import SqlStore
 
 from builders import OP, OTHER_HASH, attempt, intent, t
-from stores import KINDS, opened
-
-
-@pytest.fixture(params=KINDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    with opened(request.param, tmp_path) as store:
-        yield store
 
 
 def timeout(op: str = OP) -> Attempt:
