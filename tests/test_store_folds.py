@@ -26,20 +26,22 @@ def decided(summary: Summary, contract: ProviderContract, now: datetime) -> Sche
     return Scheduled(decide(summary, contract, now), None)
 
 
+#: The folds are the SQL stores' own: the `store` fixture gives SQLite and PostgreSQL.
+pytestmark = pytest.mark.store_kinds("sqlite", "postgresql")
+
+
+@pytest.fixture(autouse=True)
+def contract(store: SqlStore) -> None:
+    """Every test's store knows the provider's contract."""
+    store.put_contract(CONTRACT)
+
+
 @pytest.fixture
-def replicas(store_url: str) -> Iterator[tuple[SqlStore, SqlStore]]:
-    """Two stores on one database, as two sidecar replicas are."""
-    first, second = open_store(store_url), open_store(store_url)
-    first.put_contract(CONTRACT)
-    second.put_contract(CONTRACT)
-    yield first, second
-    first.engine.dispose()
+def replicas(store: SqlStore) -> Iterator[tuple[SqlStore, SqlStore]]:
+    """Two stores on one database, as two sidecar replicas are: `store` and a second one."""
+    second = open_store(store.engine.url.render_as_string(hide_password=False))
+    yield store, second
     second.engine.dispose()
-
-
-@pytest.fixture
-def store(replicas: tuple[SqlStore, SqlStore]) -> SqlStore:
-    return replicas[0]
 
 
 def counts(store: SqlStore, op: str = OP) -> tuple[int, int, int]:
