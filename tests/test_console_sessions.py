@@ -9,7 +9,6 @@ import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import httpx
 import pytest
@@ -22,7 +21,6 @@ from reconciler.ledger import Ledger
 from reconciler.service import Settings, create_app
 from reconciler.service.credentials import Credential, Keyring, credential
 from reconciler.service.ui.access import ABSOLUTE_S, IDLE_S, KEY_ENV, SESSION_COOKIE, Access
-from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
 from reconciler.testing import ManualClock
 from reconciler.testing.patience import PATIENCE_S
@@ -42,17 +40,18 @@ def alice(token: str = ALICE, role: str = "operator") -> Credential:
 BOB_CRED = credential("bob", ["operator"], BOB, "test")
 
 
+#: The sidecar restarts on one SQLite file, as a deployment's does.
+pytestmark = pytest.mark.store_kinds("sqlite")
+
+
 @pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SqlStore]:
-    """One store for every start of the sidecar, and one console key (a restart keeps the
-    sessions' signatures valid: only the credential check can end them)."""
+def pending(store: SqlStore, monkeypatch: pytest.MonkeyPatch) -> SqlStore:
+    """`store`, holding one operation for the queue, for every start of the sidecar, and one
+    console key (a restart keeps the sessions' signatures valid: only the credential check can
+    end them)."""
     monkeypatch.setenv(KEY_ENV, "the-same-console-key-" + "k" * 20)
-    opened = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
-    opened.record_intent(intent())
-    try:
-        yield opened
-    finally:
-        opened.engine.dispose()
+    store.record_intent(intent())
+    return store
 
 
 @contextmanager
@@ -82,12 +81,12 @@ def after_restart(url: str, cookie: str, csrf: str) -> tuple[int, int]:
         return queue, decided.status_code
 
 
-def test_a_session_survives_a_restart_with_the_same_credential(store: SqlStore) -> None:
-    with sidecar(store, alice(), BOB_CRED) as url:
+def test_a_session_survives_a_restart_with_the_same_credential(pending: SqlStore) -> None:
+    with sidecar(pending, alice(), BOB_CRED) as url:
         cookie, csrf = session_of(url, ALICE)
-    with sidecar(store, alice(), BOB_CRED) as url:
+    with sidecar(pending, alice(), BOB_CRED) as url:
         assert after_restart(url, cookie, csrf) == (200, 303)
-    [resolution] = store.facts(OP).of(Resolution)
+    [resolution] = pending.facts(OP).of(Resolution)
     assert resolution.actor == "alice"
 
 
@@ -97,12 +96,12 @@ def test_a_session_survives_a_restart_with_the_same_credential(store: SqlStore) 
     pytest.param((alice(role="worker"), BOB_CRED), id="no_longer_an_operator"),
 ])
 def test_a_session_ends_when_its_credential_is_removed_or_changed(
-        store: SqlStore, now: tuple[Credential, ...]) -> None:
-    with sidecar(store, alice(), BOB_CRED) as url:
+        pending: SqlStore, now: tuple[Credential, ...]) -> None:
+    with sidecar(pending, alice(), BOB_CRED) as url:
         cookie, csrf = session_of(url, ALICE)
-    with sidecar(store, *now) as url:
+    with sidecar(pending, *now) as url:
         assert after_restart(url, cookie, csrf) == (303, 403)
-    assert not store.facts(OP).of(Resolution)
+    assert not pending.facts(OP).of(Resolution)
 
 
 def request_with(cookie: str) -> Request:

@@ -86,7 +86,9 @@ def sandbox() -> Iterator[RunningSandbox]:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlStore]:
+def module_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlStore]:
+    """One SQLite store for the module's worlds, opened once: each test records operations
+    of its own."""
     opened = open_store(f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'r.db'}")
     yield opened
     opened.engine.dispose()
@@ -192,8 +194,8 @@ class World:
 
 
 @pytest.fixture
-def world(sandbox: RunningSandbox, store: SqlStore, http: httpx.Client) -> World:
-    return World(sandbox, store, http)
+def world(sandbox: RunningSandbox, module_store: SqlStore, http: httpx.Client) -> World:
+    return World(sandbox, module_store, http)
 
 
 def observations(world: World, operation_id: str) -> list[Observation]:
