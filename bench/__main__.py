@@ -72,8 +72,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="where scratch databases go (default: the system temp dir); "
                              "baselines and the product share it, so they share the disk")
     parser.add_argument("--seed-cache", type=Path, default=DEFAULT_CACHE,
-                        help="where the large stores' seeded bulk is kept between runs and "
-                             "reused while the schema and the seeder are unchanged (default: "
+                        help="where the large SQLite stores' seeded bulk is kept between runs "
+                             "and reused while the schema and the seeder are unchanged "
+                             "(PostgreSQL's is kept in bench_seed_* schemas at --pg; default: "
                              "$RECONCILER_BENCH_CACHE or ~/.cache/reconciler-bench)")
     parser.add_argument("--no-seed-cache", action="store_true",
                         help="seed every store afresh and keep nothing")
