@@ -16,13 +16,13 @@ from typer.testing import CliRunner
 from reconciler.cli import app
 from reconciler.core.attention import Reason, reason_of
 from reconciler.core.domain import Authority, Compensation, Evidence, Outcome, Verdict
+from reconciler.core.ports import Store
 from reconciler.core.verdicts import NextAction, evaluate
 from reconciler.ledger import Ledger
 
 from builders import CONTRACT, OP, attempt, facts, intent, probe, t
 from console_harness import Console, console_sidecar
 from sidecar_client import TOKEN
-from stores import KINDS, opened
 
 AUTHORITATIVE = Authority.AUTHORITATIVE
 SENT = attempt(1, 0, Outcome.RESPONSE, status=200)
@@ -60,22 +60,19 @@ def test_a_compensation_before_the_second_effect_covers_nothing() -> None:
         Verdict.DUPLICATE_EFFECT, NextAction.COMPENSATE)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_every_store_keeps_the_compensation_and_takes_it_off_the_queue(
-        kind: str, tmp_path: Path) -> None:
-    with opened(kind, tmp_path) as store:
-        store.put_contract(CONTRACT)
-        ledger = Ledger(store, clock=lambda: t(100))
-        store.record_intent(intent())
-        store.record_attempt(SENT)
-        ledger.record_evidence(probe(50, AUTHORITATIVE, "ch_1", "ch_2"))
-        assert [s.operation_id for s in store.list_operations(attention=True)] == [OP]
-        ledger.record_evidence(compensation(60))
-        [kept] = store.facts(OP).of(Compensation)
-        assert kept == compensation(60)
-        assert store.list_operations(attention=True) == []
-        [summary] = store.list_operations(verdict=Verdict.DUPLICATE_EFFECT.value)
-        assert (summary.next_action, summary.reason) == (NextAction.COMPENSATED, None)
+def test_every_store_keeps_the_compensation_and_takes_it_off_the_queue(store: Store) -> None:
+    store.put_contract(CONTRACT)
+    ledger = Ledger(store, clock=lambda: t(100))
+    store.record_intent(intent())
+    store.record_attempt(SENT)
+    ledger.record_evidence(probe(50, AUTHORITATIVE, "ch_1", "ch_2"))
+    assert [s.operation_id for s in store.list_operations(attention=True)] == [OP]
+    ledger.record_evidence(compensation(60))
+    [kept] = store.facts(OP).of(Compensation)
+    assert kept == compensation(60)
+    assert store.list_operations(attention=True) == []
+    [summary] = store.list_operations(verdict=Verdict.DUPLICATE_EFFECT.value)
+    assert (summary.next_action, summary.reason) == (NextAction.COMPENSATED, None)
 
 
 @pytest.fixture

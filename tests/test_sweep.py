@@ -4,10 +4,9 @@ off one operation."""
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +24,7 @@ from reconciler.core.domain import (
     ProviderContract,
     Verdict,
 )
+from reconciler.core.ports import Store
 from reconciler.core.schedule import SweepPolicy
 from reconciler.core.sight import Sight
 from reconciler.ledger import Ledger
@@ -33,7 +33,6 @@ from reconciler.store.kinds import leases_of
 from reconciler.testing import FakeProbe, ManualClock
 
 from builders import H0, K0
-from stores import KINDS, opened
 
 #: A probe that reads where `charge` effects appear, by the key the intents carry.
 SEES_CHARGES = Sight(frozenset({"charge"}), frozenset({Carried.IDEMPOTENCY_KEY}))
@@ -50,12 +49,10 @@ CONTRACT = ProviderContract("pay", idempotency_keys=True, visibility_lag_s=0, in
                             reconcile_deadline_s=600, max_attempts=3)
 
 
-@pytest.fixture(params=KINDS)
-def ledger(request: pytest.FixtureRequest, tmp_path: Path,
-           clock: ManualClock) -> Iterator[Ledger]:
-    with opened(request.param, tmp_path) as store:
-        store.put_contract(CONTRACT)
-        yield Ledger(store, clock)
+@pytest.fixture
+def ledger(store: Store, clock: ManualClock) -> Ledger:
+    store.put_contract(CONTRACT)
+    return Ledger(store, clock)
 
 
 def dispatched(ledger: Ledger, op: str = "op-1") -> str:
