@@ -3,10 +3,8 @@ against the in-memory journal, SQLite and PostgreSQL, each journal the one its s
 registers (reconciler.store.kinds), so that runtime tests on the memory journal mean what they
 mean on a database."""
 
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,22 +24,15 @@ from reconciler.core.verdicts import decide
 from reconciler.store.kinds import journal_of
 
 from builders import CONTRACT, OP, attempt, intent, probe, t
-from stores import KINDS, opened
 
 S = RunState
 LEASE_S = 30.0
 
 
-@pytest.fixture(params=KINDS)
-def receipts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """The receipt store the journal lives beside."""
-    with opened(request.param, tmp_path) as store:
-        yield store
-
-
 @pytest.fixture
-def journal(receipts: Store) -> Journal:
-    return journal_of(receipts)
+def journal(store: Store) -> Journal:
+    """The journal beside `store`, the receipt store (each kind: conftest's `store`)."""
+    return journal_of(store)
 
 
 def created(journal: Journal, run_id: str = "run-1", at: float = 0, **data: Any) -> RunView:
@@ -281,15 +272,15 @@ def decided(summary: Summary, contract: ProviderContract, now: datetime) -> Sche
 
 
 def test_a_run_with_a_false_success_is_listed_unhealthy(journal: Journal,
-                                                        receipts: Store) -> None:
+                                                        store: Store) -> None:
     """SPEC 4, false_success: "mark the run unhealthy"; read from the receipt store beside."""
     created(journal, "r1")
     created(journal, "r2")
-    receipts.put_contract(CONTRACT)
-    receipts.record_intent(replace(intent(), run_id="r2", tool_call_id="t1"))
-    receipts.record_attempt(attempt(1, 0, Outcome.RESPONSE, status=200))
-    receipts.record_evidence(probe(100))
-    assert receipts.decide(OP, decided, t(200)).decision.verdict is Verdict.FALSE_SUCCESS
+    store.put_contract(CONTRACT)
+    store.record_intent(replace(intent(), run_id="r2", tool_call_id="t1"))
+    store.record_attempt(attempt(1, 0, Outcome.RESPONSE, status=200))
+    store.record_evidence(probe(100))
+    assert store.decide(OP, decided, t(200)).decision.verdict is Verdict.FALSE_SUCCESS
     assert [r.run_id for r in journal.list_runs(unhealthy=True)] == ["r2"]
     assert [r.run_id for r in journal.list_runs(unhealthy=False)] == ["r1"]
     assert [r.unhealthy for r in journal.list_runs()] == [False, True]
