@@ -11,24 +11,22 @@ from typing import Any
 
 import pytest
 from sqlmodel import Session, col, func, select
+from test_sweep import reading
 
 from probes.base import ProbeTarget
 from reconciler import ledger as ledger_module
 from reconciler.core.domain import (
     Attempt,
     Authority,
-    Carried,
     Effect,
     Intent,
     Match,
     Observation,
     Outcome,
     ProviderContract,
-    Receipt,
     Verdict,
 )
 from reconciler.core.schedule import SweepPolicy
-from reconciler.core.sight import Sight
 from reconciler.ledger import Ledger
 from reconciler.ledger.sweep import Sweeper
 from reconciler.store.leases import SqlLeases
@@ -41,20 +39,6 @@ from builders import H0, K0
 
 CONTRACT = ProviderContract("pay", idempotency_keys=True, visibility_lag_s=0, inflight_s=0,
                             reconcile_deadline_s=600, max_attempts=3)
-
-
-class Probe:
-    """A probe answering `answer(target)`."""
-
-    name = "fake"
-    #: It reads where `charge` effects appear, by the key the intents carry.
-    sight = Sight(frozenset({"charge"}), frozenset({Carried.IDEMPOTENCY_KEY}))
-
-    def __init__(self, answer: Callable[[ProbeTarget], Observation | Receipt]) -> None:
-        self.answer = answer
-
-    def probe(self, target: ProbeTarget) -> Observation | Receipt:
-        return self.answer(target)
 
 
 #: The rounds' batches are the SQL store's: the `store` fixture gives SQLite and PostgreSQL.
@@ -103,7 +87,7 @@ def test_a_pass_leases_no_more_operations_than_it_probes_at_once(store: SqlStore
                                  .where(col(StateRow.lease_holder).is_not(None))).one())
         return zero(clock)(t)
 
-    judgements = sweeper(store, clock, Probe(counting), concurrency=2).sweep()
+    judgements = sweeper(store, clock, reading(counting), concurrency=2).sweep()
     assert sorted(j.facts.intent.operation_id for j in judgements) == ops
     assert len(leased) == 7 and max(leased) <= 2
 
@@ -119,7 +103,7 @@ def test_a_hung_probe_holds_up_no_other_operation_of_the_pass(store: SqlStore,
         return zero(clock)(t)
 
     try:
-        judgements = sweeper(store, clock, Probe(hangs_on_op_0), concurrency=2).sweep()
+        judgements = sweeper(store, clock, reading(hangs_on_op_0), concurrency=2).sweep()
     finally:
         release.set()
     verdicts = {j.facts.intent.operation_id: j.decision.verdict for j in judgements}
@@ -138,7 +122,7 @@ def test_rounds_concluded_together_each_get_their_own_verdict(store: SqlStore,
         matches = (Match(f"ch_{t.operation_id}", H0),) if even else ()
         return Observation(t.operation_id, clock(), "fake", Authority.AUTHORITATIVE, matches)
 
-    sweeper(store, clock, Probe(applied_if_even), concurrency=6).sweep()
+    sweeper(store, clock, reading(applied_if_even), concurrency=6).sweep()
     assert [state(store, op).verdict for op in ops] == [
         Verdict.VERIFIED_APPLIED.value, Verdict.VERIFIED_NOT_APPLIED.value] * 3
     assert all(len(Ledger(store, clock).judge(op).facts.evidence) == 1 for op in ops)
@@ -153,7 +137,7 @@ def test_a_round_that_cannot_conclude_records_nothing_and_releases_its_lease(
 
     monkeypatch.setattr(ledger_module, "decide", broken_rule)
     with pytest.raises(RuntimeError):
-        sweeper(store, clock, Probe(zero(clock))).sweep()
+        sweeper(store, clock, reading(zero(clock))).sweep()
     after = state(store, op)
     assert store.facts(op).evidence == ()
     assert (after.verdict, after.lease_holder, after.probe_count) == (
@@ -170,7 +154,7 @@ def test_a_round_whose_lease_was_taken_over_records_what_it_saw_and_leaves_the_s
         assert leases.claim(t.operation_id, "next-holder", clock(), 60)
         return zero(clock)(t)
 
-    [judgement] = sweeper(store, clock, Probe(lease_lapses_meanwhile), lease_s=60).sweep()
+    [judgement] = sweeper(store, clock, reading(lease_lapses_meanwhile), lease_s=60).sweep()
     after = state(store, op)
     assert judgement.decision.verdict is Verdict.VERIFIED_NOT_APPLIED
     assert after.verdict == Verdict.VERIFIED_NOT_APPLIED.value
