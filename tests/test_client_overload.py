@@ -10,6 +10,7 @@ import pytest
 
 from reconciler.client import AsyncReconcilerClient, ReconcilerClient
 from reconciler.client.calls import OVERLOADED
+from reconciler.client.runs import RunsApiError, RunsClient
 from reconciler.core.errors import ServiceError
 
 EMPTY_PAGE: dict[str, object] = {"items": [], "next_cursor": None}
@@ -78,4 +79,41 @@ def test_another_503_is_not_sent_again() -> None:
     transport, sent = answering(refusal("https://reconciler.dev/problems/store-unavailable"))
     with ReconcilerClient(transport=transport) as client, pytest.raises(ServiceError):
         client.list()
+    assert len(sent) == 1
+
+
+RUN = {"run_id": "run-1", "state": "completed", "continue_request": None}
+
+
+def test_the_runs_client_sends_an_overloaded_run_again() -> None:
+    # Refused before anything of it was read: sending the run again creates it once.
+    transport, sent = answering(refusal(), httpx.Response(201, json=RUN),
+                                refusal(), httpx.Response(200, json=RUN))
+    with RunsClient(transport=transport) as client:
+        assert client.run_task("book a slot")["run_id"] == "run-1"
+    assert [(r.method, r.url.path) for r in sent] == [
+        ("POST", "/v1/runs"), ("POST", "/v1/runs"), ("GET", "/v1/runs/run-1"),
+        ("GET", "/v1/runs/run-1")]
+    assert sent[0].content == sent[1].content
+
+
+def test_the_runs_client_sends_an_overloaded_stream_again() -> None:
+    events = b'event: response.completed\nid: 1\ndata: {"run_id": "run-1"}\n\n'
+    transport, sent = answering(
+        refusal(), httpx.Response(200, headers={"Content-Type": "text/event-stream"},
+                                  content=events), httpx.Response(200, json=RUN))
+    seen: list[dict[str, object]] = []
+    with RunsClient(transport=transport) as client:
+        assert client.run_task("book a slot", stream=True, on_event=seen.append)["run_id"] \
+            == "run-1"
+    assert [r.url.path for r in sent] == ["/v1/runs", "/v1/runs", "/v1/runs/run-1"]
+    assert [event["event"] for event in seen] == ["response.completed"]
+
+
+def test_the_runs_client_raises_an_overload_past_its_deadline() -> None:
+    transport, sent = answering(refusal(retry_after="3600"))
+    with RunsClient(transport=transport, overload_deadline_s=5) as client, \
+            pytest.raises(RunsApiError) as raised:
+        client.run_task("book a slot")
+    assert raised.value.status == 503
     assert len(sent) == 1

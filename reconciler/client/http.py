@@ -39,6 +39,23 @@ DEFAULT_URL = "http://127.0.0.1:8765"
 DEFAULT_TIMEOUT = httpx.Timeout(5.0, connect=2.0)
 
 
+def send_patiently(http: httpx.Client, request: httpx.Request, deadline_s: float, *,
+                   stream: bool = False) -> httpx.Response:
+    """`request`'s answer, sent again while the sidecar refuses it as overloaded (module doc),
+    within `deadline_s`. Streamed, a refusal is read whole; the answer is the caller's to read
+    and close."""
+    started = time.monotonic()
+    while True:
+        response = http.send(request, stream=stream)
+        if stream and response.status_code == 503:
+            response.read()
+        wait = overload_wait(response, time.monotonic() - started, deadline_s)
+        if wait is None:
+            return response
+        response.close()
+        time.sleep(wait)
+
+
 def _settings(base_url: str | None, token: str | None) -> dict[str, Any]:
     token = token if token is not None else os.environ.get("RECONCILER_TOKEN")
     return {"base_url": base_url or os.environ.get("RECONCILER_URL", DEFAULT_URL),
@@ -59,13 +76,8 @@ class ReconcilerClient:
         self.overload_deadline_s = overload_deadline_s
 
     def send(self, call: Call[T]) -> T:
-        started = time.monotonic()
-        while True:
-            response = self.http.send(call.request(self.http))
-            wait = overload_wait(response, time.monotonic() - started, self.overload_deadline_s)
-            if wait is None:
-                return call.parse(response)
-            time.sleep(wait)
+        return call.parse(send_patiently(self.http, call.request(self.http),
+                                         self.overload_deadline_s))
 
     def record_intent(self, intent: IntentIn) -> RecordedOut[OperationOut]:
         return self.send(calls.record_intent(intent))

@@ -6,6 +6,10 @@
 
 Streamed or not: streamed, every run event goes to `on_event` as it arrives, and the pause is
 the `response.output_item.done` event; not streamed, it is the run's `continue_request`.
+
+A request the sidecar refused as overloaded (503 `overloaded`, before reading any of it: no run
+was created) is sent again as its Retry-After asks, within `overload_deadline_s`, as
+ReconcilerClient does.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from typing import Any
 
 import httpx
 
-from reconciler.client.http import _settings
+from reconciler.client.calls import OVERLOAD_DEADLINE_S
+from reconciler.client.http import _settings, send_patiently
 from reconciler.core.errors import ReconcilerError
 
 #: Called with each server-sent event: {"event", "id", "data"}.
@@ -56,9 +61,11 @@ class RunsClient:
 
     def __init__(self, base_url: str | None = None, *, token: str | None = None,
                  timeout: httpx.Timeout | float = RUNS_TIMEOUT,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None,
+                 overload_deadline_s: float = OVERLOAD_DEADLINE_S) -> None:
         self.http = httpx.Client(timeout=timeout, transport=transport,
                                  **_settings(base_url, token))
+        self.overload_deadline_s = overload_deadline_s
 
     def close(self) -> None:
         self.http.close()
@@ -70,7 +77,8 @@ class RunsClient:
         self.close()
 
     def get(self, run_id: str) -> dict[str, Any]:
-        return self._json(self.http.get(f"/v1/runs/{run_id}", params={"limit": 1000}))
+        return self._json(self._send(self.http.build_request(
+            "GET", f"/v1/runs/{run_id}", params={"limit": 1000})))
 
     def run_task(self, input: str, *, config: Mapping[str, Any] | None = None,
                  deadline_s: float | None = None, stream: bool = False,
@@ -99,7 +107,7 @@ class RunsClient:
                                "detail": f"the task was still paused after {max_requests}"})
 
     def _plain(self, body: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
-        run = self._json(self.http.post("/v1/runs", json=body))
+        run = self._json(self._send(self.http.build_request("POST", "/v1/runs", json=body)))
         request = run.get("continue_request")
         pause = None if request is None else {
             "type": "task_continue_request", "id": request["id"], "step": request["step"]}
@@ -108,7 +116,9 @@ class RunsClient:
     def _streamed(self, body: dict[str, Any],
                   on_event: OnEvent | None) -> tuple[str, dict[str, Any] | None]:
         run_id, pause = "", None
-        with self.http.stream("POST", "/v1/runs", json={**body, "stream": True}) as response:
+        response = self._send(self.http.build_request(
+            "POST", "/v1/runs", json={**body, "stream": True}), stream=True)
+        try:
             if response.status_code >= 400:
                 response.read()
                 self._json(response)
@@ -122,7 +132,12 @@ class RunsClient:
                     pause = dict(data["item"])
                 elif isinstance(data, dict) and "run_id" in data:
                     run_id = str(data["run_id"])
+        finally:
+            response.close()
         return run_id, pause
+
+    def _send(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
+        return send_patiently(self.http, request, self.overload_deadline_s, stream=stream)
 
     @staticmethod
     def _json(response: httpx.Response) -> dict[str, Any]:
