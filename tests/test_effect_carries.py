@@ -22,6 +22,7 @@ from reconciler.core.domain import Carried, ProviderContract, Verdict
 from reconciler.core.schemas import OperationOut
 from reconciler.effect import current_call, effect
 from reconciler.integrations.tool_calls import ToolEffects, ToolOutcome, tool_operation
+from reconciler.testing.patience import PATIENCE_S
 
 from effect_harness import PROVIDER, Provider
 
@@ -160,8 +161,14 @@ def untagged(payments: Payments) -> Callable[[str, int], dict[str, Any]]:
     return charge
 
 
-def charges_settled(world: World, after_s: float) -> list[str]:
-    time.sleep(after_s)  # the held request commits 1.5 s after it was sent
+def charges_settled(world: World, hold_s: float) -> list[str]:
+    """The charges once the held request has committed (`hold_s` after its send; waited for,
+    as a loaded machine takes longer), and `hold_s` more: a second send, had there been one,
+    would have been sent after the first and would have committed by then too."""
+    deadline = time.monotonic() + PATIENCE_S
+    while not world.charges() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(hold_s)
     return world.charges()
 
 
@@ -177,7 +184,7 @@ def test_a_keyless_tool_call_that_timed_out_is_never_sent_again(tagged: bool) ->
                           tagged={"charge"} if tagged else frozenset())
         told = [effects.run("run-1", "charge", ORDER, lambda: tool("A-17", 1200))
                 for _ in range(2)]
-        charges = charges_settled(world, 1.0)
+        charges = charges_settled(world, 1.5)
     assert len(charges) == 1, told
     assert all(isinstance(t, ToolOutcome) for t in told), told
     first, second = (str(t) for t in told)
