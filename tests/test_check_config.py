@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 
 from probes.base import ProbeTarget
 from probes.recipes import recipe_factory
-from reconciler.cli import EXIT_BAD_INPUT, app
+from reconciler.cli import app
+from reconciler.cli.options import EXIT_BAD_INPUT
 from reconciler.core.domain import Authority, Carried, Effect, Intent, Observation
 from reconciler.mcpproxy.serve import load_settings as load_proxy_settings
 from reconciler.store.schema import open_store

@@ -15,8 +15,8 @@ import anyio
 import mcp.types as types
 from mcp import Client, StdioServerParameters
 
-from reconciler.cli import EXIT_BAD_INPUT
 from reconciler.cli.configsight import proxy_actions
+from reconciler.cli.options import EXIT_BAD_INPUT
 from reconciler.core.domain import Carried
 
 UPSTREAM = Path(__file__).with_name("mcp_token_upstream.py")
