@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from sidecar_client import OTHER_H, H, Sidecar, assert_problem
+from sidecar_client import OTHER_H, H, Sidecar, assert_problem, post_as_a_client
 
 # Input must never reach the catch-all 500 (the fixture is in conftest.py).
 pytestmark = pytest.mark.usefixtures("no_internal_errors")
@@ -84,7 +84,7 @@ def test_reports_of_one_attempt_racing_are_all_kept(sidecar: Sidecar) -> None:
 
     def report(op: str, fields: dict[str, object]) -> int:
         start.wait()
-        return sidecar.http.post(f"/v1/operations/{op}/attempts", json={
+        return post_as_a_client(sidecar.http, f"/v1/operations/{op}/attempts", {
             "attempt": 1, "idempotency_key": f"key-{op}", "request_hash": H, **fields}
         ).status_code
 
