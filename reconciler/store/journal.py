@@ -24,7 +24,7 @@ from reconciler.core.domain import Verdict
 from reconciler.core.errors import RunConflictError, UnknownRunError
 from reconciler.core.ports import RunSummary
 from reconciler.core.runs.events import EventKind, RunEvent, RunView, apply, project
-from reconciler.core.runs.states import RunState
+from reconciler.core.runs.states import WORKABLE
 from reconciler.store.sealing import Sealer
 from reconciler.store.sql import SqlStore
 from reconciler.store.tables import IntentRow, RunEventRow, RunRow, StateRow, ToolResultRow
@@ -37,8 +37,7 @@ _UNHEALTHY = exists().where(
     col(StateRow.operation_id) == col(IntentRow.operation_id),
     col(StateRow.verdict) == Verdict.FALSE_SUCCESS.value)
 
-#: States a worker advances (a run awaiting approval waits for a human; the rest have stopped).
-_WORKABLE = (RunState.QUEUED.value, RunState.RUNNING.value, RunState.AWAITING_TOOL.value)
+_WORKABLE = sorted(state.value for state in WORKABLE)
 
 
 def _unattended(now: datetime, idle_before: datetime) -> tuple[ColumnElement[bool], ...]:

@@ -25,10 +25,7 @@ from reconciler.core.domain import Verdict
 from reconciler.core.errors import RunConflictError, UnknownRunError
 from reconciler.core.ports import RunSummary, Store
 from reconciler.core.runs.events import EventKind, RunEvent, RunView, apply, project
-from reconciler.core.runs.states import RunState
-
-#: States a worker advances (a run awaiting approval waits for a human; the rest have stopped).
-_WORKABLE = (RunState.QUEUED, RunState.RUNNING, RunState.AWAITING_TOOL)
+from reconciler.core.runs.states import WORKABLE
 
 
 @dataclass(slots=True)
@@ -43,7 +40,7 @@ class _Run:
     def unattended(self, now: datetime, idle_before: datetime) -> bool:
         """Live, not paused for its client, and its lease lapsed or nobody held it since
         `idle_before` (SqlJournal's `_unattended`)."""
-        if self.view.state not in _WORKABLE or self.view.continue_request is not None:
+        if self.view.state not in WORKABLE or self.view.continue_request is not None:
             return False
         if self.lease_expires_at is None:
             return self.view.updated_at <= idle_before

@@ -31,6 +31,10 @@ class RunState(StrEnum):
 
 S = RunState
 
+#: States a worker advances (a run awaiting approval waits for a human; the rest have stopped):
+#: what every journal's `needing_work` and `claim_unattended` look for.
+WORKABLE = frozenset({S.QUEUED, S.RUNNING, S.AWAITING_TOOL})
+
 #: Every legal move, apart from the explicit resume below.
 TRANSITIONS: Mapping[RunState, frozenset[RunState]] = {
     S.QUEUED: frozenset({S.RUNNING, S.CANCELLED}),
