@@ -278,25 +278,32 @@ def compare(out: Outcome, sidecar: ServerProcess, endpoint: Endpoint, sizes: Siz
               statistics.median(cpu_ratios), CPU_TARGET,
               higher_is_better=False)
     for load in LOADS:
-        latency(out, sidecar, endpoint, sizes, load, load * capacity)
+        latency(out, sidecar, endpoint, sizes, load, load * capacity,
+                closed_us=(cpu_us(ours), cpu_us(floors)))
     overload(out, sidecar, endpoint, sizes, OVERLOAD * capacity)
 
 
 def latency(out: Outcome, sidecar: ServerProcess, endpoint: Endpoint, sizes: Sizes,
-            load: float, rate: float) -> None:
+            load: float, rate: float, closed_us: tuple[float, float]) -> None:
+    """Open loop at `rate` (`load` of the endpoint's capacity), the endpoint and its floor
+    in alternating rounds. `closed_us`: the endpoint's and its floor's CPU per request in the
+    closed loop, beside which their CPU per request at this rate is printed."""
     short = endpoint.short
     most = math.ceil(rate * (sizes.latency_warmup_s + sizes.latency_seconds) * 1.2) + 100
     with step(f"{short}: latency at {load:.0%} of capacity ({rate:,.0f} requests/s), "
               f"{rounds(sizes.latency_rounds)} alternating"):
-        ours: list[Tally] = []
-        floors: list[Tally] = []
+        our_rounds: list[Round] = []
+        floor_rounds: list[Round] = []
         for _ in range(sizes.latency_rounds):
-            for spec, tallies in ((endpoint.spec, ours), (endpoint.floor, floors)):
-                tallies.append(measure(sidecar, at_rate(spec, rate, sizes), endpoint.feed,
-                                       most).tally)
+            for spec, kept in ((endpoint.spec, our_rounds), (endpoint.floor, floor_rounds)):
+                kept.append(measure(sidecar, at_rate(spec, rate, sizes), endpoint.feed, most))
+    ours = [r.tally for r in our_rounds]
+    floors = [r.tally for r in floor_rounds]
     ours_p, floor_p = pooled(ours), pooled(floors)
     at = f"{load:.0%} of capacity ({rate:,.0f}/s)"
     out.figure(f"{short} at {at}: {ours_p.render()}; its floor: {floor_p.render()}")
+    out.figure(f"{short} at {at}, the server's CPU: {busy(our_rounds, rate, closed_us[0])}; "
+               f"its floor: {busy(floor_rounds, rate, closed_us[1])}")
     refusals(out, f"{short} at {at}", ours + floors)
     round_ratios = [Percentiles.of(o.latencies_s).p99 / Percentiles.of(f.latencies_s).p99
                     for o, f in zip(ours, floors, strict=True)]
@@ -358,6 +365,21 @@ def measure(sidecar: ServerProcess, spec: Spec, feed: Feed, most: int) -> Round:
     cpu_s = sidecar.cpu_s() - before
     feed.used(tally)
     return Round(tally, cpu_s)
+
+
+def busy(rounds: list[Round], rate: float, closed_us: float) -> str:
+    """CPU per request at an open-loop `rate` beside the closed loop's, and the CPU time a
+    second that rate takes (100% is one core's second: past it the server cannot keep up on
+    its one event loop, though its writer thread's SQLite calls may add some of a second core).
+
+    Why it is printed: an open loop at a moderate rate meets an idle server request by
+    request, so the batches are small and every request wakes the loop and the writer
+    alone; its CPU per request is then above the closed loop's (where the capacity was
+    measured), and an endpoint whose CPU per request grows by 1/0.75 = 1.33x or more runs
+    saturated at "75% of its capacity"."""
+    us = cpu_us(rounds)
+    return (f"{us:,.0f} us a request ({us / closed_us:.2f}x its closed loop's), "
+            f"{us * rate / 1e6:.0%} of a core's time at this rate")
 
 
 def refusals(out: Outcome, what: str, tallies: list[Tally]) -> None:
