@@ -160,7 +160,7 @@ def test_the_memory_store_folds_attempts_in_order_without_refolding_the_history(
     def refold(facts: Facts) -> Summary:
         raise AssertionError(f"refolded {len(facts.attempts)} reports")
 
-    monkeypatch.setattr("reconciler.store.memory.summarize", refold)
+    monkeypatch.setattr("reconciler.store.memory_operation.summarize", refold)
     for step in _retries(50):
         if isinstance(step, Attempt):
             assert store.record_attempt(step)

@@ -3,35 +3,25 @@
 The in-memory twin of `SqlStore` + `SqlLeases`, held to the same behaviour by the contract
 suite (tests/test_store_contract.py). Replay and unit tests use it: no migrations, no files.
 Nothing survives the process, so a sidecar never serves from it. Thread-safe: one lock, held
-for each call as a transaction would be.
-
-Each operation keeps the summary of its facts (reconciler.core.summary) folded as they are recorded,
-so that deciding after a new fact costs the same whatever the operation's history (replay
-decides after every line). Only a retry of a non_idempotent action out of order refolds the
-history: what was known before a retry is the evidence dated before it, wherever it was
-recorded (reconciler.core.summary).
+for each call as a transaction would be. Each operation is a `MemoryOperation`
+(store/memory_operation.py): its facts, their summary folded as they are recorded, and its state.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from reconciler.core.attention import must_act, reason_of
+from reconciler.core.attention import must_act
 from reconciler.core.domain import (
     Attempt,
-    Decision,
     Evidence,
     Facts,
     Intent,
     IntentConflict,
-    Observation,
     Outcome,
     ProviderContract,
-    Snapshot,
-    Verdict,
 )
 from reconciler.core.errors import (
     IntentConflictError,
@@ -40,7 +30,6 @@ from reconciler.core.errors import (
 )
 from reconciler.core.grants import Lease, moves_grant, opening_allowed
 from reconciler.core.ports import (
-    ERROR_CHARS,
     FIRST_DECISION,
     Conclusion,
     Decided,
@@ -54,92 +43,16 @@ from reconciler.core.ports import (
     Waiting,
 )
 from reconciler.core.retention import SETTLED
-from reconciler.core.summary import Summary, summarize
-from reconciler.store import reports
-
-
-@dataclass(slots=True)
-class _State:
-    """An operation's cached decision, schedule and leases (the SQL store's state row)."""
-
-    verdict: str
-    next_action: str
-    updated_at: datetime
-    probe_count: int = 0
-    due_at: datetime | None = None
-    escalated: bool = False
-    lease_holder: str | None = None
-    lease_expires_at: datetime | None = None
-    retry_holder: str | None = None
-    retry_lease_expires_at: datetime | None = None
-    retry_attempt: int | None = None
-    retry_grant: str | None = None
-
-
-@dataclass(slots=True)
-class _Operation:
-    intent: Intent
-    state: _State
-    summary: Summary
-    #: Every report of every attempt, in recorded order (a completion fills its opening's).
-    reports: list[Attempt] = field(default_factory=list)
-    evidence: list[Evidence] = field(default_factory=list)
-    #: Where the reports of each attempt number are in `reports` (its keys: the numbers
-    #: recorded).
-    numbered: dict[int, list[int]] = field(default_factory=dict)
-    #: Each completion as (index in `reports`, the open report it replaced), in order: a
-    #: snapshot taken before it puts the open report back when it is read.
-    completions: list[tuple[int, Attempt]] = field(default_factory=list)
-
-    def facts(self) -> Facts:
-        return Facts(self.intent, tuple(self.reports), tuple(self.evidence))
-
-    def snapshot(self) -> Snapshot:
-        """The facts as they stand, copied only when read: the reports and evidence are only
-        ever appended to but for completions, which are logged, so what they hold now is their
-        first entries with the completions since undone."""
-        intent, reports, completions, evidence = (self.intent, self.reports, self.completions,
-                                                  self.evidence)
-        counts = len(reports), len(completions), len(evidence)
-
-        def read() -> Facts:
-            kept = reports[:counts[0]]
-            for index, open_ in reversed(completions[counts[1]:]):
-                if index < counts[0]:
-                    kept[index] = open_
-            return Facts(intent, tuple(kept), tuple(evidence[:counts[2]]))
-
-        return Snapshot(read)
-
-    def add_evidence(self, evidence: Evidence) -> None:
-        kept = _kept(evidence)
-        self.evidence.append(kept)
-        self.summary.add_evidence(kept)
-
-    def put_attempt(self, attempt: Attempt) -> bool:
-        """Keep a report of `attempt` (store/reports.py) and fold it into the summary; False
-        for an identical repeat. Only a retry out of order refolds the whole history."""
-        where = self.numbered.setdefault(attempt.number, [])
-        kept = [self.reports[i] for i in where]
-        attempt = reports.as_reported(kept, attempt)
-        if reports.repeats(kept, attempt):
-            return False
-        index = reports.opened(kept, attempt)
-        if index is not None:
-            open_, done = kept[index], reports.completion(kept[index], attempt)
-            self.reports[where[index]] = done
-            self.completions.append((where[index], open_))
-            self.summary.complete(open_, done)
-            return True
-        where.append(len(self.reports))
-        self.reports.append(attempt)
-        if not self.summary.add_attempt(attempt):
-            self.summary = summarize(self.facts())
-        return True
-
-
-def _free(expires: datetime | None, now: datetime) -> bool:
-    return expires is None or expires < now
+from reconciler.core.summary import Summary
+from reconciler.store.memory_operation import (
+    MemoryOperation,
+    OperationState,
+    cache_decision,
+    due_from,
+    is_due,
+    is_free,
+    summary_of,
+)
 
 
 class MemoryStore:
@@ -148,7 +61,7 @@ class MemoryStore:
     def __init__(self) -> None:
         # Reentrant: the one-transaction calls are the single calls, under the same lock.
         self._lock = threading.RLock()
-        self._operations: dict[str, _Operation] = {}
+        self._operations: dict[str, MemoryOperation] = {}
         self._contracts: dict[str, ProviderContract] = {}
         self._deliveries: dict[tuple[str, str], datetime] = {}
 
@@ -159,8 +72,8 @@ class MemoryStore:
             existing = self._operations.get(intent.operation_id)
             if existing is None:
                 verdict, action = FIRST_DECISION
-                self._operations[intent.operation_id] = _Operation(
-                    intent, _State(verdict.value, action, intent.at), Summary(intent))
+                self._operations[intent.operation_id] = MemoryOperation(
+                    intent, OperationState(verdict.value, action, intent.at), Summary(intent))
                 return True
             if existing.intent.same_identity(intent):
                 return False
@@ -177,7 +90,7 @@ class MemoryStore:
             op = self._require(attempt.operation_id)
             if not op.put_attempt(attempt):
                 return False
-            _due_from(op.state, due_at or attempt.at)
+            due_from(op.state, due_at or attempt.at)
             return True
 
     def record_attempt_and_decide(self, attempt: Attempt, rule: Rule, now: datetime, *,
@@ -205,7 +118,7 @@ class MemoryStore:
             op = self._require(operation_id)
             scheduled = rule(op.summary, self.contract(op.intent.provider), now)
             changed = op.state.verdict != scheduled.decision.verdict.value
-            if _cache(op.state, scheduled.decision, now):
+            if cache_decision(op.state, scheduled.decision, now):
                 op.state.due_at = None if op.state.escalated else scheduled.due_at
             return Decided(op.snapshot(), scheduled.decision, op.state.escalated, changed)
 
@@ -214,7 +127,7 @@ class MemoryStore:
                         run_id: str | None = None, after: str | None = None,
                         limit: int = 50) -> list[OperationSummary]:
         with self._lock:
-            chosen = [_summary(op_id, op) for op_id, op in self._operations.items()
+            chosen = [summary_of(op_id, op) for op_id, op in self._operations.items()
                       if (verdict is None or op.state.verdict == verdict)
                       and (provider is None or op.intent.provider == provider)
                       and (run_id is None or op.intent.run_id == run_id)
@@ -261,7 +174,7 @@ class MemoryStore:
 
     def waiting_on_human(self) -> list[Waiting]:
         with self._lock:
-            waiting = [_summary(op_id, op) for op_id, op in self._operations.items()]
+            waiting = [summary_of(op_id, op) for op_id, op in self._operations.items()]
         by_reason: dict[str, list[datetime]] = {}
         for s in waiting:
             if s.reason is not None:
@@ -277,7 +190,7 @@ class MemoryStore:
     def claim(self, operation_id: str, holder: str, now: datetime, lease_s: float) -> bool:
         with self._lock:
             op = self._operations.get(operation_id)
-            if op is None or not (_free(op.state.lease_expires_at, now)
+            if op is None or not (is_free(op.state.lease_expires_at, now)
                                   or op.state.lease_holder == holder):
                 return False
             op.state.lease_holder = holder
@@ -319,7 +232,7 @@ class MemoryStore:
                       ) -> datetime | None:
         with self._lock:
             op = self._operations.get(operation_id)
-            if op is None or not (_free(op.state.retry_lease_expires_at, now)
+            if op is None or not (is_free(op.state.retry_lease_expires_at, now)
                                   or op.state.retry_holder == holder):
                 return None
             expires = now + timedelta(seconds=ttl_s)
@@ -359,14 +272,14 @@ class MemoryStore:
     def retry_lease(self, operation_id: str, now: datetime) -> Lease | None:
         with self._lock:
             op = self._operations.get(operation_id)
-            if op is None or op.state.retry_holder is None or _free(
+            if op is None or op.state.retry_holder is None or is_free(
                     op.state.retry_lease_expires_at, now):
                 return None
             return Lease(op.state.retry_holder, op.state.retry_attempt, op.state.retry_grant)
 
     # -- inside the lock ---------------------------------------------------------------------
 
-    def _require(self, operation_id: str) -> _Operation:
+    def _require(self, operation_id: str) -> MemoryOperation:
         op = self._operations.get(operation_id)
         if op is None:
             raise UnknownOperationError(
@@ -382,7 +295,7 @@ class MemoryStore:
         scheduled = rule(op.summary, self.contract(op.intent.provider), state.probe_count + 1)
         was_escalated = state.escalated
         changed = state.verdict != scheduled.decision.verdict.value
-        _cache(state, scheduled.decision, now)
+        cache_decision(state, scheduled.decision, now)
         if state.lease_holder == holder:
             state.probe_count += scheduled.spent
             state.escalated = state.escalated or scheduled.escalate
@@ -396,45 +309,10 @@ class MemoryStore:
         if limit <= 0:
             return []
         due = [op for op in self._operations.values()
-               if _due(op.state, now) and _free(op.state.lease_expires_at, now)]
+               if is_due(op.state, now) and is_free(op.state.lease_expires_at, now)]
         due.sort(key=lambda op: op.state.due_at or now)
         claimed = due[:limit]
         for op in claimed:
             op.state.lease_holder = holder
             op.state.lease_expires_at = now + timedelta(seconds=lease_s)
         return [op.intent for op in claimed]
-
-
-def _due_from(state: _State, at: datetime) -> None:
-    """A dispatch makes an undecided, unescalated operation due from `at`, unless due earlier."""
-    if (not state.escalated and state.verdict == Verdict.INDETERMINATE.value
-            and (state.due_at is None or state.due_at > at)):
-        state.due_at = at
-
-
-def _due(state: _State, now: datetime) -> bool:
-    return state.due_at is not None and state.due_at <= now
-
-
-def _cache(state: _State, decision: Decision, now: datetime) -> bool:
-    """Only a change is written (`updated_at` says when the verdict last changed); whether
-    there was one."""
-    verdict, action = decision.verdict.value, decision.next_action
-    if (state.verdict, state.next_action) == (verdict, action):
-        return False
-    state.verdict, state.next_action, state.updated_at = verdict, action, now
-    return True
-
-
-def _summary(op_id: str, op: _Operation) -> OperationSummary:
-    state = op.state
-    reason = reason_of(state.verdict, state.next_action, state.escalated)
-    return OperationSummary(op_id, op.intent.provider, op.intent.action, state.verdict,
-                            state.next_action, state.escalated, state.updated_at,
-                            reason.value if reason else None)
-
-
-def _kept(evidence: Evidence) -> Evidence:
-    if isinstance(evidence, Observation) and evidence.error:
-        return replace(evidence, error=evidence.error[:ERROR_CHARS])
-    return evidence
