@@ -280,7 +280,25 @@ def compare(out: Outcome, sidecar: ServerProcess, endpoint: Endpoint, sizes: Siz
     for load in LOADS:
         latency(out, sidecar, endpoint, sizes, load, load * capacity,
                 closed_us=(cpu_us(ours), cpu_us(floors)))
+    floor_at_own_load(out, sidecar, endpoint, sizes, admitted_per_s(floors), cpu_us(floors))
     overload(out, sidecar, endpoint, sizes, OVERLOAD * capacity)
+
+
+def floor_at_own_load(out: Outcome, sidecar: ServerProcess, endpoint: Endpoint, sizes: Sizes,
+                      capacity: float, closed_us: float) -> None:
+    """The floor alone at the top rate's share of its own capacity (a figure, no target):
+    whether that share of a closed-loop capacity is past what the floor itself sustains in
+    an open loop, where the endpoint's p99 is held to 3x the floor's."""
+    load = LOADS[-1]
+    rate = load * capacity
+    most = math.ceil(rate * (sizes.latency_warmup_s + sizes.latency_seconds) * 1.2) + 100
+    with step(f"{endpoint.short}: its floor alone at {load:.0%} of its own capacity "
+              f"({rate:,.0f} requests/s), {rounds(sizes.latency_rounds)}"):
+        kept = [measure(sidecar, at_rate(endpoint.floor, rate, sizes), endpoint.feed, most)
+                for _ in range(sizes.latency_rounds)]
+    out.figure(f"{endpoint.short}'s floor at {load:.0%} of its own capacity ({rate:,.0f}/s; "
+               f"no target): {pooled([r.tally for r in kept]).render()}; the server's CPU: "
+               f"{busy(kept, rate, closed_us)}")
 
 
 def latency(out: Outcome, sidecar: ServerProcess, endpoint: Endpoint, sizes: Sizes,

@@ -91,6 +91,9 @@ def test_http_endpoints_are_measured_against_their_durable_floors_on_the_same_se
         # At each rate, the server's CPU beside the closed loop's: whether it was saturated.
         assert sum(f.startswith(f"{endpoint} at ") and "the server's CPU: " in f
                    and "of a core's time at this rate" in f for f in outcome.figures) == 3
+        # The floor alone at the top rate's share of its own capacity.
+        assert any(f.startswith(f"{endpoint}'s floor at 75% of its own capacity (")
+                   for f in outcome.figures)
         # The overload step: what was refused, and the admitted requests' latency.
         assert any(f.startswith(f"{endpoint} overload: ") and "refused 503 overloaded" in f
                    for f in outcome.figures)
