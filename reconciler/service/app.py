@@ -24,6 +24,7 @@ from reconciler.service.problems import (
 )
 from reconciler.service.request_log import RequestLog
 from reconciler.service.runs import listing as run_listing
+from reconciler.service.runs import problems as run_problems
 from reconciler.service.runs import routes as run_routes
 from reconciler.service.settings import Settings
 from reconciler.service.trace_context import TraceContext
@@ -54,7 +55,7 @@ def create_app(settings: Settings, *, ledger: Ledger | None = None,
         # The webhook routes authenticate by the provider's signature (their own check).
         app.include_router(router)
     install_problem_handlers(app, [route for router in routers for route in router.routes])
-    run_routes.install_run_problems(app)
+    run_problems.install_run_problems(app)
     keys = keyring(settings)
     install_openapi(app, bearer=bool(keys))
     install_docs(app, settings.docs_assets)

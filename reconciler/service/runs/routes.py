@@ -25,19 +25,10 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from reconciler.core.errors import (
-    ApprovalError,
-    ContinuationError,
-    DecisionNotAllowedError,
-    IllegalTransitionError,
-    RunConflictError,
-    RunError,
-    RunKeyError,
-    UnknownRunError,
-)
+from reconciler.core.errors import RunConflictError, UnknownRunError
 from reconciler.core.runs.events import RunView
 from reconciler.core.runs.states import RunState
 from reconciler.runtime.agent import Agent
@@ -66,12 +57,12 @@ from reconciler.runtime.wire import (
 )
 from reconciler.service.auth import Operator, Permission, Principal, Reader, Worker
 from reconciler.service.metering import counted_events
-from reconciler.service.problems import (
-    VALIDATION,
-    ProblemError,
-    ProblemType,
-    problem_response,
-    problem_responses,
+from reconciler.service.problems import VALIDATION, ProblemError, problem_responses
+from reconciler.service.runs.problems import (
+    CANCEL_PENDING,
+    CONTINUATION_INCOMPLETE,
+    CONTINUATION_MISMATCH,
+    NO_AGENT,
 )
 from reconciler.service.runs.stream import (
     MEDIA_TYPE,
@@ -84,30 +75,6 @@ from reconciler.service.settings import Settings
 from reconciler.service.wiring import Wiring
 from reconciler.store.kinds import journal_of
 
-NO_AGENT = ProblemType("no-agent", 404, "No agent configured")
-UNKNOWN_RUN = ProblemType("unknown-run", 404, "Unknown run")
-ILLEGAL_TRANSITION = ProblemType("illegal-transition", 409, "The run's state does not allow this")
-RUN_CONFLICT = ProblemType("run-conflict", 409, "Another request or worker is working on the run")
-CONTINUATION_MISMATCH = ProblemType("continuation-mismatch", 409, "Not the run's pending continue "
-                                                          "request")
-CONTINUATION_INCOMPLETE = ProblemType("continuation-incomplete", 422,
-                                      "The follow-up does not say which pause it continues")
-APPROVAL_MISMATCH = ProblemType("approval-mismatch", 409,
-                                "No pending approval has this resume token")
-DECISION_NOT_ALLOWED = ProblemType("decision-not-allowed", 409,
-                                   "The call awaiting approval does not take this decision")
-RUN_KEY = ProblemType("run-key", 503, "The run key cannot open this run's events")
-CANCEL_PENDING = ProblemType("cancel-pending", 409, "The run is still stopping")
-
-_BY_ERROR: dict[type[RunError], ProblemType] = {
-    UnknownRunError: UNKNOWN_RUN,
-    IllegalTransitionError: ILLEGAL_TRANSITION,
-    RunConflictError: RUN_CONFLICT,
-    ContinuationError: CONTINUATION_MISMATCH,
-    # Before its base class: the first match answers.
-    DecisionNotAllowedError: DECISION_NOT_ALLOWED,
-    ApprovalError: APPROVAL_MISMATCH,
-}
 #: Live states a run may be left in by a worker that died mid-advance: resume picks it up.
 _ORPHANABLE = frozenset({RunState.QUEUED, RunState.RUNNING, RunState.AWAITING_TOOL})
 
@@ -156,23 +123,6 @@ def supervisor_of(settings: Settings, runs: Runs | None) -> Supervisor | None:
     return Supervisor(runs.runtime, interval_s=settings.supervise_interval_s,
                       batch=settings.supervise_batch,
                       concurrency=settings.supervise_concurrency)
-
-
-def install_run_problems(app: FastAPI) -> None:
-    """Answer the runtime's errors as problems."""
-    for error in _BY_ERROR:
-        app.add_exception_handler(error, _on_run_error)  # type: ignore[arg-type]
-    app.add_exception_handler(RunKeyError, _on_run_key_error)  # type: ignore[arg-type]
-
-
-async def _on_run_key_error(request: Request, exc: RunKeyError) -> JSONResponse:
-    # The key is the operator's to fix; the detail names the variable, never its value.
-    return problem_response(RUN_KEY, str(exc), request.url.path)
-
-
-async def _on_run_error(request: Request, exc: RunError) -> JSONResponse:
-    kind = next(k for cls, k in _BY_ERROR.items() if isinstance(exc, cls))
-    return problem_response(kind, str(exc), request.url.path, extensions={"run_id": exc.run_id})
 
 
 def get_runs(request: Request) -> Runs:
