@@ -54,7 +54,7 @@ class RunDecision(StrEnum):
     approve_retry = "approve_retry"
 
 
-#: The pending approval's `kind` for a call not sent yet (runtime.loop.BEFORE_DISPATCH, as the
+#: The pending approval's `kind` for a call not sent yet (runtime.approvals.BEFORE_DISPATCH, as the
 #: API's run answer carries it).
 BEFORE_DISPATCH = "before_dispatch"
 #: What each kind of pending approval takes (the API refuses any other).

@@ -17,13 +17,13 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from reconciler.core.domain import Approval, Effect, Resolution, Verdict
-from reconciler.core.errors import ApprovalError, DecisionNotAllowedError, RunConflictError
+from reconciler.core.domain import Verdict
+from reconciler.core.errors import RunConflictError
 from reconciler.core.ports import Journal, OperationSummary
-from reconciler.core.runs.events import CallView, EventKind, PendingApproval, RunView
+from reconciler.core.runs.events import CallView, EventKind, RunView
 from reconciler.core.runs.messages import (
     Delta,
     ModelRequest,
@@ -35,6 +35,7 @@ from reconciler.core.runs.messages import (
 from reconciler.core.runs.states import RunState
 from reconciler.ledger import Ledger
 from reconciler.ledger.gate import RetryGate
+from reconciler.runtime.approvals import Approvals
 from reconciler.runtime.cancel import Cancelled, CancelSignal, cancellable, settle
 from reconciler.runtime.continuation import (
     ContinueRequest,
@@ -51,33 +52,18 @@ from reconciler.runtime.guards import (
     over_limit_message,
     repeat_message,
 )
+from reconciler.runtime.lease import CANCEL_POLL_S, Heartbeat
 from reconciler.runtime.models import Model, ModelCallError, StreamingModel
 from reconciler.runtime.toolgate import Hook, Reconcile, ToolGate, no_hook
 from reconciler.runtime.tools import Tool, by_name
 
 S = RunState
 _LIVE = frozenset({S.RUNNING, S.AWAITING_TOOL})
-#: How often a worker looks for a cancel asked for elsewhere while it advances a run.
-CANCEL_POLL_S = 0.2
 #: How often `advance` reloads and tries again when another writer got in first.
 _CONFLICT_RETRIES = 3
-#: What a human may decide about a call whose effect the evidence could not settle.
-DECISIONS = ("applied", "not_applied", "approve_retry", "reject")
-#: What a human may decide about a call that asks for approval before it is first sent.
-FIRST_DECISIONS = ("approve", "reject")
-#: The approval payload's `kind` for a call not sent yet (the others follow a dispatch).
-BEFORE_DISPATCH = "before_dispatch"
-#: Who decided a pending approval that the evidence settled before any human did.
-EVIDENCE_ACTOR = "reconciler (evidence)"
 #: Verdicts that make the run that made the call unhealthy (SPEC section 4, rule 3 and the
 #: confirmation after success).
 UNHEALTHY = frozenset({Verdict.FALSE_SUCCESS.value, Verdict.DUPLICATE_EFFECT.value})
-
-
-def decisions_for(pending: PendingApproval) -> tuple[str, ...]:
-    """What a human may decide about the call a pending approval asks about: a call not sent
-    yet is approved or rejected; one sent already is decided from what happened."""
-    return FIRST_DECISIONS if pending.payload.get("kind") == BEFORE_DISPATCH else DECISIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +101,9 @@ class AgentRuntime:
         self.lease_s = lease_s
         self.toolgate = ToolGate(journal, ledger, gate, reconcile, self.tools,
                                  holder=self.holder, hook=hook)
+        self.approvals = Approvals(journal, ledger, self.toolgate, self.tools)
+        self.heartbeat = Heartbeat(journal, self.holder, lease_s, self._now,
+                                   self.toolgate.off_loop)
         self._active: dict[str, tuple[CancelSignal, asyncio.Event]] = {}
 
     def _now(self) -> datetime:
@@ -131,7 +120,7 @@ class AgentRuntime:
         """The run; a pending approval the evidence has settled, or past its timeout, is
         decided first."""
         view = self.journal.load(run_id)
-        return self._review_approval(view, RunConfig.of(view.config))
+        return self.approvals.review(view, RunConfig.of(view.config))
 
     def unhealthy(self, run_id: str) -> list[OperationSummary]:
         """The run's operations whose effect turned out wrong after the fact (a double effect,
@@ -152,7 +141,7 @@ class AgentRuntime:
         signal, done = CancelSignal(), asyncio.Event()
         self._active[run_id] = (signal, done)
         heartbeat = asyncio.ensure_future(
-            self._heartbeat(run_id, signal, self.journal.load(run_id).seq))
+            self.heartbeat.run(run_id, signal, self.journal.load(run_id).seq))
         try:
             for _ in range(_CONFLICT_RETRIES):
                 try:
@@ -166,40 +155,6 @@ class AgentRuntime:
             del self._active[run_id]
             done.set()
             self.journal.release(run_id, self.holder)
-
-    async def _heartbeat(self, run_id: str, signal: CancelSignal, seen: int) -> None:
-        """While this worker advances the run: renew its lease every third of `lease_s`, so
-        the lease can be short (a worker that dies stops renewing, and another may take the run
-        over once `lease_s` has passed), and every CANCEL_POLL_S look for a cancel another
-        worker asked for, to stop the call in flight here.
-
-            claim ─ lease_s/3 ─ renew ─ lease_s/3 ─ renew ─┤ killed   ├ lease_s ┤ others may claim
-        """
-        renewed_at = time.monotonic()
-        while True:
-            await asyncio.sleep(min(CANCEL_POLL_S, self.lease_s / 3))
-            async with self.toolgate.off_loop:
-                stopped = self._beat(run_id, signal, seen, renewed_at)
-            if stopped is None:
-                return
-            seen, renewed_at = stopped
-
-    def _beat(self, run_id: str, signal: CancelSignal, seen: int,
-              renewed_at: float) -> tuple[int, float] | None:
-        """One heartbeat: fire `signal` on a cancel request after `seen`, renew the lease when
-        due; None once the heartbeat should stop (lease taken over, store away)."""
-        try:
-            for event in self.journal.events(run_id, seen):
-                seen = event.seq
-                if event.kind is EventKind.CANCEL_REQUESTED:
-                    signal.cancel(str(event.data["reason"]))
-            if time.monotonic() - renewed_at >= self.lease_s / 3:
-                renewed_at = time.monotonic()
-                if not self.journal.claim(run_id, self.holder, self._now(), self.lease_s):
-                    return None  # taken over (forced): the journal's appends keep the two apart
-        except Exception:  # the store is away: the drive's own next write will say so
-            return None
-        return seen, renewed_at
 
     async def resume(self, run_id: str, *, config: dict[str, Any] | None = None,
                      deadline: float | None = None) -> Advance:
@@ -221,38 +176,11 @@ class AgentRuntime:
 
     def decide(self, run_id: str, resume_token: str, decision: str, *, actor: str,
                note: str = "") -> RunView:
-        """A human's decision on the call a run waits for; `advance` the run afterwards.
-
-        applied: the provider did it (recorded as a human resolution; the run continues with a
-        result from the evidence). not_applied: it did not; a retry is approved (the retry gate
-        still decides). approve_retry: approval alone, for a call that cannot be compensated.
-        reject: the call is not run; the model is told so."""
+        """A human's decision on the call a run waits for (`Approvals.decide`); `advance` the
+        run afterwards."""
         # Through `get`: a decision that comes after the approval timed out must not count.
-        view = self.get(run_id)
-        pending = view.approval
-        if pending is None or pending.resume_token != resume_token:
-            raise ApprovalError(run_id, "no pending approval has this resume token")
-        allowed = decisions_for(pending)
-        if decision not in allowed:
-            raise DecisionNotAllowedError(run_id, f"decision must be one of "
-                                          f"{', '.join(allowed)} for this call")
-        call = view.calls[pending.tool_call_id]
-        op, now = call.operation_id, self._now()
-        if op is not None and decision == "applied":
-            self.ledger.record_evidence(Resolution(op, now, Verdict.VERIFIED_APPLIED, actor, note))
-        if op is not None and decision == "not_applied":
-            self.ledger.record_evidence(
-                Resolution(op, now, Verdict.VERIFIED_NOT_APPLIED, actor, note))
-        if op is not None and decision in ("not_applied", "approve_retry"):
-            self.ledger.record_evidence(Approval(op, now, actor, note))
-        view = self.journal.append(view, EventKind.APPROVAL_DECIDED, {
-            "tool_call_id": call.tool_call_id, "decision": decision, "actor": actor,
-            "note": note}, now)
-        if decision == "reject":
-            view = self.toolgate.error_result(
-                view, call, f"Rejected by {actor}: {note or 'no reason'}. The call was not run.",
-                "rejected")
-        return view
+        return self.approvals.decide(self.get(run_id), resume_token, decision, actor=actor,
+                                     note=note)
 
     async def cancel(self, run_id: str, reason: str, *, wait_s: float = 30.0) -> RunView:
         """Cancel the run. If this worker is advancing it, the signal stops the model or tool
@@ -302,7 +230,7 @@ class AgentRuntime:
         config = RunConfig.of(view.config)
         if view.state is S.QUEUED:
             view = self._append(view, EventKind.STARTED, {})
-        view = self._review_approval(view, config)
+        view = self.approvals.review(view, config)
         if view.state not in _LIVE:
             return Advance(view)
         if view.continue_request is not None:
@@ -395,29 +323,10 @@ class AgentRuntime:
         why = self._guard(view, call.tool_call_id, config) if call.dispatches == 0 else None
         if why is not None:
             return self.toolgate.error_result(view, call, why, "guard")
-        ask = self._needs_approval(view, call)
+        ask = self.approvals.needed(view, call)
         if ask is not None:
-            return self._append(view, EventKind.APPROVAL_REQUESTED, {
-                "turn": call.turn, "tool_call_id": call.tool_call_id,
-                "resume_token": uuid.uuid4().hex,
-                "payload": {"kind": BEFORE_DISPATCH, "tool": call.name, "effect": call.effect,
-                            "operation_id": call.operation_id, "input": dict(call.input),
-                            "arguments_hash": call.arguments_hash, "reason": ask,
-                            "decisions": list(FIRST_DECISIONS)}})
+            return self.approvals.request(view, call, ask)
         return await self.toolgate.settle(view, call, config, signal)
-
-    def _needs_approval(self, view: RunView, call: CallView) -> str | None:
-        """Why a human must approve the call before its first dispatch, or None."""
-        tool = self.tools.get(call.name)
-        if tool is None or call.dispatches or call.tool_call_id in view.approved_calls:
-            return None
-        if tool.needs_approval:
-            return f"tool {call.name!r} runs only with a human's approval"
-        if (tool.effect is not Effect.READ_ONLY and tool.provider is not None
-                and not self.ledger.store.contract(tool.provider).compensable):
-            return (f"provider {tool.provider!r} cannot undo this ({call.effect}, compensable: "
-                    "false): a human approves it before it is sent")
-        return None
 
     def _guard(self, view: RunView, tool_call_id: str, config: RunConfig) -> str | None:
         """Why a call must not run (final turn, too many calls, a loop), from the events alone,
@@ -472,26 +381,6 @@ class AgentRuntime:
                    for c in view.turn_calls(view.turn)]
         return self._append(view, EventKind.CANCELLED,
                             {"reason": reason, "partial_results": partial})
-
-    def _review_approval(self, view: RunView, config: RunConfig) -> RunView:
-        """A run waits for a human on a call whose effect was in doubt. If the evidence has
-        since shown it applied (the sweep probed it), no human is needed; past the approval
-        timeout, the run times out."""
-        pending = view.approval
-        if pending is None or view.state is not S.AWAITING_APPROVAL:
-            return view
-        operation = view.calls[pending.tool_call_id].operation_id
-        sent = pending.payload.get("kind") != BEFORE_DISPATCH  # nothing to find otherwise
-        if sent and operation is not None and (self.ledger.judge(operation).decision.verdict
-                                      is Verdict.VERIFIED_APPLIED):
-            return self._append(view, EventKind.APPROVAL_DECIDED, {
-                "tool_call_id": pending.tool_call_id, "decision": "applied",
-                "actor": EVIDENCE_ACTOR, "note": "the provider shows the call took effect"})
-        if self._now() - pending.requested_at < timedelta(seconds=config.approval_timeout_s):
-            return view
-        return self._append(view, EventKind.TIMED_OUT, {
-            "reason": f"no decision on tool call {pending.tool_call_id} within "
-                      f"{config.approval_timeout_s:g}s", "tool_call_id": pending.tool_call_id})
 
     def _append(self, view: RunView, kind: EventKind, data: dict[str, Any]) -> RunView:
         return self.journal.append(view, kind, data, self._now())

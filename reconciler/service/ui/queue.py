@@ -16,7 +16,7 @@ from datetime import datetime
 from reconciler.core.attention import EXPLAINED, Reason
 from reconciler.core.ports import Journal, Store
 from reconciler.core.runs.states import RunState
-from reconciler.runtime.loop import BEFORE_DISPATCH
+from reconciler.runtime.approvals import BEFORE_DISPATCH
 
 #: At most this many of each kind are read for one page of the queue.
 QUEUE_READ = 500

@@ -1,7 +1,7 @@
 """A run's page and the decision on the call it waits for.
 
 A call waits for a human in one of two ways, and the page offers exactly the decisions the
-runtime takes for each (runtime.loop.decisions_for):
+runtime takes for each (runtime.approvals.decisions_for):
 
     before its first send  (a tool marked needs_approval, a provider with compensable = false)
                            approve (it is sent, for the first time) or reject
@@ -19,7 +19,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from reconciler.core.errors import ReconcilerError, RunConflictError
 from reconciler.core.runs.events import RunView
-from reconciler.runtime.loop import BEFORE_DISPATCH, decisions_for
+from reconciler.runtime.approvals import BEFORE_DISPATCH, decisions_for
 from reconciler.service.ui.inputs import RunForm, RunPage
 from reconciler.service.ui.pages import (
     checked_form,
