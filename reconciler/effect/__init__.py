@@ -24,7 +24,6 @@ import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, ParamSpec, TypeAlias, TypeVar, overload
 
@@ -34,7 +33,8 @@ from reconciler.core.domain import Carried, Effect, Outcome, Verdict
 from reconciler.core.errors import RetryRefusedError, ServiceError
 from reconciler.core.hashing import request_hash
 from reconciler.core.outcomes import outcome_of, read_result, status_of
-from reconciler.core.schemas import AttemptIn, IntentIn, MatchIn, OperationOut, RetryIn, RetryOut
+from reconciler.core.schemas import AttemptIn, IntentIn, MatchIn, OperationOut, RetryIn
+from reconciler.effect.answers import NEXT_STEP, Applied, refs_of, refusal
 from reconciler.effect.backends import EmbeddedBackend
 from reconciler.infra import tracing
 
@@ -46,23 +46,6 @@ Classifier = Callable[[BaseException], Outcome | None]
 ReceiptReader = Callable[[Any], MatchIn | None]
 #: A value, or a function of the decorated call's arguments that gives it.
 Given: TypeAlias = T | Callable[..., T]
-
-#: What to do after a refusal, by verdict: said to the caller (and to a model, by adapters).
-NEXT_STEP: Mapping[Verdict, str] = {
-    Verdict.INDETERMINATE: "the provider may or may not have done it: do not send it again; "
-    "wait for reconciliation or a human resolution, then call again with the same operation id "
-    "(that sends nothing unless the provider shows it not done and a same-key retry is open; a "
-    "call without a key never gets one)",
-    Verdict.DUPLICATE_EFFECT: "the provider did it more than once: stop, and compensate the "
-    "extra effect or hand it to a human",
-    Verdict.UNSAFE_RETRY: "a retry broke the provider's rules: halt this operation and hand it "
-    "to a human",
-    Verdict.FALSE_SUCCESS: "the provider answered success but shows no effect: mark the run "
-    "unhealthy and hand it to a human",
-    Verdict.VERIFIED_NOT_APPLIED: "the provider did not do it, yet no retry is open (no "
-    "idempotency key, the retry budget or window spent, or another caller holds the lease)",
-    Verdict.VERIFIED_APPLIED: "it is done: use the recorded outcome",
-}
 
 log = logging.getLogger(__name__)
 
@@ -110,38 +93,6 @@ def default_backend() -> Recorder:
     if _default is None:
         _default = ReconcilerClient()
     return _default
-
-
-@dataclass(frozen=True, slots=True)
-class Applied:
-    """A repeat call answered without sending: the provider already did it."""
-
-    operation_id: str
-    provider_ref: str | None
-    verdict: Verdict = Verdict.VERIFIED_APPLIED
-
-    def __str__(self) -> str:
-        ref = f" as {self.provider_ref}" if self.provider_ref else ""
-        return (f"operation {self.operation_id} was already applied by the provider{ref}; "
-                "it was not sent again")
-
-
-def refs_of(operation: OperationOut) -> list[str]:
-    """The distinct provider references an operation's attempts and evidence name."""
-    refs = [a.receipt.provider_ref for a in operation.attempts if a.receipt]
-    for e in operation.evidence:
-        refs += [m.provider_ref for m in e.matches]
-        if e.kind == "receipt" and e.provider_ref:
-            refs.append(e.provider_ref)
-    return list(dict.fromkeys(refs))
-
-
-def refusal(operation_id: str, answer: RetryOut) -> RetryRefusedError:
-    """The error a refused retry raises: the verdict, the gate's reason, and what to do."""
-    step = NEXT_STEP.get(answer.verdict, "hand it to a human")
-    return RetryRefusedError(operation_id, answer.verdict.value,
-                             f"verdict {answer.verdict.value}: {answer.reason}. Next: {step}",
-                             answer.findings)
 
 
 class EffectCall:
@@ -430,6 +381,7 @@ __all__ = [
     "EmbeddedBackend",
     "Recorder",
     "effect",
+    "refs_of",
     "refusal",
     "use_backend",
 ]
