@@ -19,6 +19,7 @@ from reconciler.core.domain import Authority, Compensation, Evidence, Outcome, V
 from reconciler.core.ports import Store
 from reconciler.core.verdicts import NextAction, evaluate
 from reconciler.ledger import Ledger
+from reconciler.testing import ManualClock
 
 from builders import CONTRACT, OP, attempt, facts, intent, probe, t
 from console_harness import Console, console_sidecar
@@ -62,7 +63,7 @@ def test_a_compensation_before_the_second_effect_covers_nothing() -> None:
 
 def test_every_store_keeps_the_compensation_and_takes_it_off_the_queue(store: Store) -> None:
     store.put_contract(CONTRACT)
-    ledger = Ledger(store, clock=lambda: t(100))
+    ledger = Ledger(store, clock=ManualClock(t(100)))
     store.record_intent(intent())
     store.record_attempt(SENT)
     ledger.record_evidence(probe(50, AUTHORITATIVE, "ch_1", "ch_2"))

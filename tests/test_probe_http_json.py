@@ -16,6 +16,7 @@ import pytest
 
 from probes.recipes import recipe_factory
 from reconciler.core.domain import Authority, Match
+from reconciler.testing import ManualClock
 
 from probe_harness import BASE, OP, SECRET, Handler, charge, observe, probe
 
@@ -95,11 +96,13 @@ def test_the_deadline_bounds_all_tries_together(silent_server: str) -> None:
 
 def test_an_observation_is_dated_when_its_answering_read_was_sent() -> None:
     # Safe for a lagging zero: the provider's state is at least as recent as the send time.
-    ticks = iter(datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=s) for s in range(10))
+    # A second passes before each reading: the failed read is sent at 00:00:00, the answer's at
+    # 00:00:01.
+    clock = ManualClock(datetime(2025, 12, 31, 23, 59, 59, tzinfo=UTC), step=timedelta(seconds=1))
     handler, _ = scripted(httpx.Response(503), httpx.Response(200, json={"data": []}))
     p = recipe_factory("stripe.payment_intents.search")(
         "s", {"base_url": BASE, "backoff_s": 0}, STRIPE_ENV, transport=httpx.MockTransport(handler),
-        clock=lambda: next(ticks))
+        clock=clock)
     assert observe(p).at == datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC)
 
 

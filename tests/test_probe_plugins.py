@@ -26,7 +26,7 @@ from probes.registry import ENTRY_POINT_GROUP, ProbeRegistry, default_registry
 from probes.runner import run_probe, run_probes
 from reconciler.core.domain import Authority, Carried, Match, Observation, Receipt
 from reconciler.core.sight import Sight
-from reconciler.testing import FakeProbe
+from reconciler.testing import FakeProbe, ManualClock
 
 PACKAGE = Path(__file__).parent / "data" / "thirdparty_probe"
 TARGET = ProbeTarget("op-1", None, "ledger", "transfer", "sha256:h0")
@@ -145,7 +145,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
      "an unavailable observation cannot carry matches"),
 ])
 def test_a_probe_that_breaks_its_contract_counts_as_unavailable(answer: Any, error: str) -> None:
-    result = run_probe(FakeProbe(answer, name="p"), TARGET, clock=lambda: NOW)
+    result = run_probe(FakeProbe(answer, name="p"), TARGET, clock=ManualClock(NOW))
     assert isinstance(result, Observation)
     assert (result.authority, result.at, result.matches) == (Authority.UNAVAILABLE, NOW, ())
     assert result.error in (error, f"invalid probe result: {error}")

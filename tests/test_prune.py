@@ -21,6 +21,7 @@ from reconciler.store import rows
 from reconciler.store.schema import open_store
 from reconciler.store.sql import INSERT_EVIDENCE, INSERT_INTENT, INSERT_STATE, SqlStore
 from reconciler.store.tables import IntentRow
+from reconciler.testing import ManualClock
 
 from builders import H0
 from sidecar_client import Sidecar, running_sidecar
@@ -118,25 +119,27 @@ def test_prune_removes_exactly_the_settled_past_the_window_and_replays_while_ser
 
 def test_prune_keeps_an_operation_inside_its_key_retention(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'r.db'}")
-    ledger = Ledger(store, clock=lambda: LONG_AGO)
+    clock = ManualClock(LONG_AGO)
+    ledger = Ledger(store, clock=clock)
     ledger.record_intent(_intent("fresh", LONG_AGO))
     ledger.record_evidence(Receipt("fresh", LONG_AGO, "ch_1", H0, "lookup"))
     # Settled before the cut-off, but the default key retention (a day) still runs.
-    soon = Ledger(store, clock=lambda: LONG_AGO + timedelta(hours=2))
-    assert prune(soon, LONG_AGO + timedelta(hours=1)) == 0
-    later = Ledger(store, clock=lambda: LONG_AGO + timedelta(days=2))
-    assert prune(later, LONG_AGO + timedelta(hours=1)) == 1
+    clock.set(LONG_AGO + timedelta(hours=2))
+    assert prune(ledger, LONG_AGO + timedelta(hours=1)) == 0
+    clock.set(LONG_AGO + timedelta(days=2))
+    assert prune(ledger, LONG_AGO + timedelta(hours=1)) == 1
 
 
 def test_prune_keeps_a_duplicate_effect_for_a_human(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'r.db'}")
-    ledger = Ledger(store, clock=lambda: LONG_AGO)
+    clock = ManualClock(LONG_AGO)
+    ledger = Ledger(store, clock=clock)
     ledger.record_intent(_intent("dup", LONG_AGO))
     ledger.record_evidence(Observation("dup", LONG_AGO, "list", Authority.AUTHORITATIVE,
                                        (Match("ch_1", H0), Match("ch_2", H0))))
-    later = Ledger(store, clock=lambda: LONG_AGO + timedelta(days=60))
-    assert later.judge("dup").decision.verdict is Verdict.DUPLICATE_EFFECT
-    assert prune(later, LONG_AGO + timedelta(days=30)) == 0
+    clock.set(LONG_AGO + timedelta(days=60))
+    assert ledger.judge("dup").decision.verdict is Verdict.DUPLICATE_EFFECT
+    assert prune(ledger, LONG_AGO + timedelta(days=30)) == 0
 
 
 def test_the_prune_command_writes_its_export(tmp_path: Path) -> None:

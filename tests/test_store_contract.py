@@ -34,6 +34,7 @@ from reconciler.store.kinds import leases_of
 from reconciler.store.memory import MemoryStore
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
+from reconciler.testing import ManualClock
 
 from builders import CONTRACT, H0, K0, OP, T0, attempt, intent, probe, receipt, resolution, t
 
@@ -215,7 +216,7 @@ def test_a_decision_keeps_the_facts_it_was_drawn_from_whatever_is_recorded_after
 
 
 def test_list_operations_filters_by_verdict_and_pages_by_cursor(store: Store) -> None:
-    ledger = Ledger(store, clock=lambda: t(1))
+    ledger = Ledger(store, clock=ManualClock(t(1)))
     for n in range(5):
         ledger.record_intent(Intent(f"op-{n}", H0, K0, "pay", "charge", Effect.READ_ONLY, T0))
     page = store.list_operations(verdict="indeterminate", limit=2)
@@ -527,13 +528,13 @@ def test_the_memory_twin_and_a_database_agree_on_a_whole_replay(tmp_path: Path) 
     """The store-level promises add up: one fixture's facts give one verdict on both."""
     verdicts = []
     for store in (MemoryStore(), open_store(f"sqlite:///{tmp_path / 'r.db'}")):
-        now = [t(0)]  # the sidecar's clock, as each fact arrives: it stamps them all
-        ledger = Ledger(store, clock=lambda now=now: now[0])  # type: ignore[misc]
+        clock = ManualClock(t(0))  # the sidecar's clock, as each fact arrives: it stamps them all
+        ledger = Ledger(store, clock=clock)
         store.put_contract(CONTRACT)
         ledger.record_intent(intent())
-        now[0] = t(1)
+        clock.set(t(1))
         ledger.record_attempt(attempt(1, 1))
-        now[0] = t(100)
+        clock.set(t(100))
         ledger.record_evidence(probe(100, Authority.AUTHORITATIVE))
         verdicts.append(ledger.judge(OP, t(200)).decision)
         if isinstance(store, SqlStore):

@@ -17,6 +17,7 @@ from reconciler.core.ports import Store
 from reconciler.core.summary import summarize
 from reconciler.ledger import Ledger
 from reconciler.store.sql import SqlStore
+from reconciler.testing import ManualClock
 
 from builders import OP, OTHER_HASH, attempt, intent, t
 
@@ -105,13 +106,13 @@ def test_a_report_without_a_dispatch_time_of_a_recorded_attempt_takes_its_dispat
     """A caller that names no dispatch time (HTTP without `at`) is stamped with the ledger's
     clock: a resend is then the same report, and a late answer keeps the attempt's dispatch
     time, not the moment it came in."""
-    now = [t(1)]
-    ledger = Ledger(store, clock=lambda: now[0])
+    clock = ManualClock(t(1))
+    ledger = Ledger(store, clock=clock)
     ledger.record_intent(intent())
     assert ledger.record_attempt(attempt(1, 0), stamped=True).created is True
-    now[0] = t(50)
+    clock.set(t(50))
     assert ledger.record_attempt(attempt(1, 0), stamped=True).created is False
-    now[0] = t(90)
+    clock.set(t(90))
     late = ledger.record_attempt(attempt(1, 0, Outcome.RESPONSE, status=200), stamped=True)
     assert late.created is True
     assert [(a.outcome, a.at, a.recorded_at) for a in store.facts(OP).attempts] == [

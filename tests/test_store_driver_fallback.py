@@ -17,6 +17,7 @@ from reconciler.ledger.gate import RetryGate, RetryRequest
 from reconciler.store.driver import DriverStatements
 from reconciler.store.kinds import leases_of
 from reconciler.store.schema import open_store
+from reconciler.testing import ManualClock
 
 from builders import CONTRACT, H0, K0, OP, T0, attempt, intent, probe
 
@@ -51,7 +52,7 @@ def test_the_hot_path_runs_every_statement_on_the_driver(store_url: str,
     store = open_store(store_url)
     try:
         store.put_contract(CONTRACT)
-        ledger = Ledger(store, clock=lambda: T0)
+        ledger = Ledger(store, clock=ManualClock(T0))
         ledger.record_intent(intent(Effect.IDEMPOTENT_WRITE))
         ledger.record_attempt(attempt(1, 1, Outcome.TIMEOUT))
         ledger.record_evidence(probe(60))  # an authoritative zero: a retry may be granted

@@ -105,11 +105,11 @@ def test_a_fake_probe_records_each_target_it_was_asked_about() -> None:
     assert probe.asked == ["op-1", "op-2"] and probe.calls[1] == target(operation_id="op-2")
 
 
-def test_a_fake_probe_that_raises_is_evidence_of_nothing() -> None:
+def test_a_fake_probe_that_raises_is_evidence_of_nothing(clock: ManualClock) -> None:
     probe = FakeProbe(TimeoutError("provider hangs"), name="flaky")
     with pytest.raises(TimeoutError):
         probe.probe(target())
-    answer = run_probe(probe, target(), clock=lambda: T0)
+    answer = run_probe(probe, target(), clock=clock)
     assert isinstance(answer, Observation) and answer.authority is Authority.UNAVAILABLE
     assert answer.error == "probe raised TimeoutError" and len(probe.calls) == 2
 
