@@ -33,6 +33,7 @@ from reconciler.ledger import Ledger
 from reconciler.ledger.sweep import Sweeper
 from reconciler.sandbox import RunningSandbox, running_sandbox
 from reconciler.sandbox.credentials import SANDBOX_ENV
+from reconciler.sandbox.faults import parse_faults
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
@@ -48,7 +49,13 @@ IN_FLIGHT_S = 5.0
 #: Past the settle time and every visibility window after it: a lagging zero observed now is
 #: conclusive.
 AFTER_WINDOW_S = IN_FLIGHT_S + VISIBILITY_LAG_S + 1
+#: The client's patience where the fault is meant to outlast it, how long a lost answer is held
+#: (longer), and a provider still working past it.
 CLIENT_TIMEOUT_S, HOLD_S, DELAY = 0.25, 1.0, "delay=0.4"
+#: Every other dispatch waits this long for its answer: on a loaded machine an answer can take
+#: longer than CLIENT_TIMEOUT_S, and a timeout there is another scenario with another verdict
+#: (an acknowledged send with no effect read as a timed-out one is no false success).
+ANSWER_WAIT_S = 30.0
 READ_BOUNDS = {"tries": 2, "backoff_s": 0.01, "timeout_s": 2.0, "deadline_s": 3.0}
 #: The recipes whose writes the sandbox's shapes make (the PaymentIntent recipes and Slack
 #: threads are driven by tests/test_provider_sdks.py and tests/test_probe_recipes.py).
@@ -75,6 +82,15 @@ PINNED = {"account": "acct_sandbox", "livemode": False}
 
 def provider_of(recipe: str) -> str:
     return PROVIDER_OF[recipe]
+
+
+def client_timeout_s(fault: str | None) -> float:
+    """The short patience only where the scenario needs the client to give up: a lost answer
+    (held past it), a provider still working (delayed past it)."""
+    if fault is None:
+        return ANSWER_WAIT_S
+    faults = parse_faults(fault)
+    return CLIENT_TIMEOUT_S if faults.lose_response or faults.delay_s > 0 else ANSWER_WAIT_S
 
 
 # --- the world: sandbox, store, clock, sweeper ---------------------------------------------
@@ -156,7 +172,7 @@ class World:
         if correlate is None:
             self.ledger.record_intent(intent)
         attempt = dispatch(self.http, self.sandbox.url, shape, intent, 1, self.now(),
-                           fault=fault, timeout_s=CLIENT_TIMEOUT_S)
+                           fault=fault, timeout_s=client_timeout_s(fault))
         # A lost answer means a committed effect: on a loaded machine the client may give up
         # before the server got that far, and the effect would still be in flight, not lost.
         if settle or fault == "lose_response":
