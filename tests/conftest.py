@@ -8,7 +8,6 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -16,7 +15,6 @@ import pytest
 from reconciler.client.effects import Recorder
 from reconciler.core.ports import Store
 from reconciler.integrations.tool_calls import ToolEffects
-from reconciler.runtime import continuation
 from reconciler.sandbox import RunningSandbox
 from reconciler.sandbox.credentials import SANDBOX_ENV, SandboxAuth
 from reconciler.store.sealing import KEY_ENV, new_key
@@ -98,19 +96,18 @@ def run_key() -> Iterator[str]:
 
 
 @pytest.fixture
-def world() -> Iterator[World]:
-    """The agent runtime's unit-test world (runtime_harness): a store, a clock, fakes."""
-    with open_world() as opened:
+def world(mono: ManualMonotonic) -> Iterator[World]:
+    """The agent runtime's unit-test world (runtime_harness): a store, clocks, fakes. Its
+    runtimes read request deadlines off the test's `mono`."""
+    with open_world(mono) as opened:
         yield opened
 
 
 @pytest.fixture
-def mono(monkeypatch: pytest.MonkeyPatch) -> ManualMonotonic:
-    """A monotonic clock the runtime's continuation deadlines read, moved by the test (the
-    module reads `time.monotonic()`: its `time` is replaced by one whose monotonic is this)."""
-    fake = ManualMonotonic()
-    monkeypatch.setattr(continuation, "time", SimpleNamespace(monotonic=fake))
-    return fake
+def mono() -> ManualMonotonic:
+    """A monotonic clock moved by the test: the one `world`'s runtimes set and read request
+    deadlines on (pass it as `monotonic=` to a runtime built by hand)."""
+    return ManualMonotonic()
 
 
 @pytest.fixture

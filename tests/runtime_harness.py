@@ -1,8 +1,9 @@
-"""Shared pieces of the agent runtime's unit tests: an in-memory store, a clock tests move, fake
+"""Shared pieces of the agent runtime's unit tests: an in-memory store, clocks tests move, fake
 tools that record their calls, a fake reconciler that records the evidence a test chooses, a
 hook that "crashes" the worker at a named point, and checks that a tool's processes are gone.
 
     world = World.open()                        # SQLite in memory, provider contracts, a run key
+                                                # (and a ManualMonotonic for request deadlines)
     rt = world.runtime([call(tool_use("send", {...})), say("done")], [send.tool])
     run_id = world.start(rt, "task")            # created with a test configuration
     adv = run(rt.advance(run_id))
@@ -40,7 +41,7 @@ from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sealing import Sealer, new_key
 from reconciler.store.sql import SqlStore
-from reconciler.testing import ManualClock
+from reconciler.testing import ManualClock, ManualMonotonic
 from reconciler.testing.patience import PATIENCE_S
 
 from journal_rows import run_ids, summary_row
@@ -176,7 +177,8 @@ def send(provider: str = "chat", **kw: Any) -> FakeTool:
 
 @dataclass
 class World:
-    """One store and everything built on it; runtimes made here share it like workers would."""
+    """One store and everything built on it; runtimes made here share it like workers would,
+    and read request deadlines off `monotonic`."""
 
     store: SqlStore
     clock: ManualClock
@@ -184,9 +186,10 @@ class World:
     journal: SqlJournal
     gate: RetryGate
     reconcile: FakeReconcile
+    monotonic: ManualMonotonic
 
     @classmethod
-    def open(cls) -> World:
+    def open(cls, monotonic: ManualMonotonic | None = None) -> World:
         store = open_store("sqlite://")
         for contract in CONTRACTS:
             store.put_contract(contract)
@@ -196,12 +199,12 @@ class World:
         ledger = Ledger(store, clock)
         journal = SqlJournal(store, Sealer([new_key()]))
         return cls(store, clock, ledger, journal, RetryGate(ledger, SqlLeases(store)),
-                   FakeReconcile(ledger))
+                   FakeReconcile(ledger), monotonic or ManualMonotonic())
 
     def runtime(self, script: Sequence[Step], tools: Sequence[Tool] = (), *,
                 hook: Hook = no_hook) -> AgentRuntime:
         return AgentRuntime(self.journal, self.ledger, self.gate, ScriptedModel(script), tools,
-                            self.reconcile, hook=hook)
+                            self.reconcile, hook=hook, monotonic=self.monotonic)
 
     def start(self, rt: AgentRuntime, input: str = "do the task", **config: Any) -> str:
         """Create a run with the test configuration (plus `config`); its id."""
@@ -250,10 +253,11 @@ def summary_of(view: RunView) -> dict[str, Any]:
 
 
 @contextmanager
-def open_world() -> Iterator[World]:
-    """A world for one test; on the way out, every run it holds must rebuild from its events
-    to exactly its stored state (the event log requirement, checked after every runtime test)."""
-    world = World.open()
+def open_world(monotonic: ManualMonotonic | None = None) -> Iterator[World]:
+    """A world for one test (its runtimes on `monotonic`, if given); on the way out, every run
+    it holds must rebuild from its events to exactly its stored state (the event log
+    requirement, checked after every runtime test)."""
+    world = World.open(monotonic)
     yield world
     assert world.rebuilt_differs() == {}
 

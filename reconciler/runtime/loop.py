@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -91,7 +91,8 @@ class AgentRuntime:
 
     def __init__(self, journal: Journal, ledger: Ledger, gate: RetryGate, model: Model,
                  tools: Sequence[Tool], reconcile: Reconcile, *, holder: str | None = None,
-                 hook: Hook = no_hook, lease_s: float = 300.0) -> None:
+                 hook: Hook = no_hook, lease_s: float = 300.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.journal = journal
         self.ledger = ledger
         self.model = model
@@ -99,6 +100,9 @@ class AgentRuntime:
         self.holder = holder or f"worker-{uuid.uuid4().hex[:12]}"
         self.hook = hook
         self.lease_s = lease_s
+        #: The clock request deadlines are set on and read against (`advance`'s `deadline`);
+        #: tests pass a ManualMonotonic, as they pass the ledger a ManualClock.
+        self.monotonic = monotonic
         self.toolgate = ToolGate(journal, ledger, gate, reconcile, self.tools,
                                  holder=self.holder, hook=hook)
         self.approvals = Approvals(journal, ledger, self.toolgate, self.tools)
@@ -131,7 +135,8 @@ class AgentRuntime:
     async def advance(self, run_id: str, *, deadline: float | None = None,
                       take_over: bool = False) -> Advance:
         """Drive the run until it completes, stops, waits for a human or pauses before
-        `deadline` (time.monotonic). `take_over` claims a run whose worker is known dead."""
+        `deadline` (a reading of `self.monotonic`). `take_over` claims a run whose worker is
+        known dead."""
         if run_id in self._active:
             raise RunConflictError(run_id, "this worker is advancing the run already")
         if not self.journal.claim(run_id, self.holder, self._now(), self.lease_s,
@@ -239,7 +244,7 @@ class AgentRuntime:
         while True:
             view = self._request_calls(view)
             for call in view.pending_calls():
-                if out_of_time(deadline, config.step_reserve_s, steps):
+                if out_of_time(deadline, self.monotonic(), config.step_reserve_s, steps):
                     return self._pause(view)
                 steps += 1
                 try:
@@ -260,7 +265,7 @@ class AgentRuntime:
             stop = budget_stop(config, view.turn_usage)
             if stop is not None:
                 return Advance(self._fail(view, "budget_exceeded", "before_turn", stop))
-            if out_of_time(deadline, config.step_reserve_s, steps):
+            if out_of_time(deadline, self.monotonic(), config.step_reserve_s, steps):
                 return self._pause(view)
             if answered or view.turn == 0:
                 view = self._append(view, EventKind.TURN, {"turn": view.turn + 1})
