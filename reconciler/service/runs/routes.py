@@ -19,7 +19,6 @@ its call in flight. `stream` (or Accept: text/event-stream) answers with server-
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -139,12 +138,13 @@ RunIdPath = Annotated[str, Path(min_length=1, max_length=RUN_ID_MAX, pattern=RUN
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
 
-def _deadline(deadline_s: float) -> float:
-    return time.monotonic() + deadline_s
+def _deadline(runtime: AgentRuntime, deadline_s: float) -> float:
+    """`deadline_s` from now, on the clock the runtime reads its deadlines by."""
+    return runtime.monotonic() + deadline_s
 
 
 async def _advanced(runs: Runs, run_id: str, deadline_s: float) -> RunOut:
-    advance = await runs.runtime.advance(run_id, deadline=_deadline(deadline_s))
+    advance = await runs.runtime.advance(run_id, deadline=_deadline(runs.runtime, deadline_s))
     return _out(runs, advance.view)
 
 
@@ -222,7 +222,7 @@ async def _follow_up(request: Request, runs: Runs, body: RunIn, caller: Principa
                            f"{item.get('step')!r}; the run paused at step {view.tool_steps}",
                            extensions={"run_id": run_id})
     work = runs.runtime.continue_(run_id, answer.continue_request_id,
-                                  deadline=_deadline(body.deadline_s))
+                                  deadline=_deadline(runs.runtime, body.deadline_s))
     if _streaming(request, body.stream):
         return _streamed(request, runs, run_id, view.seq, work, long_task=body.is_long_task)
     out = _out(runs, (await work).view)
@@ -303,7 +303,7 @@ async def resume(run_id: RunIdPath, body: ResumeIn, caller: Operator, runs: Runs
     events say it is; 409 while another worker's lease on it runs."""
     runs.check(body.config)
     view = runs.runtime.get(run_id)
-    deadline = _deadline(body.deadline_s)
+    deadline = _deadline(runs.runtime, body.deadline_s)
     if view.state in _ORPHANABLE and body.config is None:
         work = runs.runtime.advance(run_id, deadline=deadline)
     else:
@@ -322,7 +322,7 @@ async def continue_run(run_id: RunIdPath, body: ContinueIn, caller: Worker, runs
     view = readable(runs.runtime.journal.load(run_id), caller)
     check_response(view, body.continue_request_id)  # a wrong id is a 409, streamed or not
     work = runs.runtime.continue_(run_id, body.continue_request_id,
-                                  deadline=_deadline(body.deadline_s))
+                                  deadline=_deadline(runs.runtime, body.deadline_s))
     if _streaming(request, body.stream):
         return _streamed(request, runs, run_id, view.seq, work)
     return _out(runs, (await work).view)

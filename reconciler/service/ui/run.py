@@ -11,7 +11,6 @@ runtime takes for each (runtime.approvals.decisions_for):
 
 from __future__ import annotations
 
-import time
 from contextlib import suppress
 
 from fastapi import Request
@@ -136,5 +135,5 @@ async def run_confirm(request: Request) -> Response:
     # Recorded; if another worker holds the run, it carries the decision out (as with
     # POST /v1/runs/{id}/approve).
     with suppress(RunConflictError):
-        await runs.runtime.advance(form.id, deadline=time.monotonic() + RUN_DEADLINE_S)
+        await runs.runtime.advance(form.id, deadline=runs.runtime.monotonic() + RUN_DEADLINE_S)
     return RedirectResponse(f"/ui/run?id={q(form.id)}", status_code=303)
