@@ -6,7 +6,6 @@ one store never advance one run twice; it stops when the service does."""
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -42,7 +41,8 @@ LEASE_S = 30.0
 def supervisor(world: World, tool: FakeTool, holder: str, *, batch: int = 8) -> Supervisor:
     """A supervisor on its own runtime (another replica) over `world`'s store."""
     rt = AgentRuntime(world.journal, world.ledger, world.gate, ScriptedModel(script_for(tool)),
-                      [tool.tool], world.reconcile, holder=holder, lease_s=LEASE_S)
+                      [tool.tool], world.reconcile, holder=holder, lease_s=LEASE_S,
+                      monotonic=world.monotonic)
     return Supervisor(rt, interval_s=0.05, batch=batch)
 
 
@@ -118,7 +118,7 @@ def test_a_run_paused_for_its_client_is_not_work(world: World) -> None:
     sup = supervisor(world, tool, "replica-b")
     run_id = world.start(sup.runtime)
     # A deadline already past: the first step is made, then the run pauses for a continue.
-    paused = run(sup.runtime.advance(run_id, deadline=time.monotonic()))
+    paused = run(sup.runtime.advance(run_id, deadline=world.monotonic()))
     assert paused.continue_request is not None
     world.clock.advance(LEASE_S * 10)
 
