@@ -11,6 +11,7 @@ import asyncio
 import os
 import signal
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -69,12 +70,13 @@ async def _work(db_url: str, sandbox_url: str, run_id: str, kill: Kill | None,
     # Short probe leases: a killed worker's lease must not outlive the next worker's patience.
     sweeper = Sweeper(ledger, leases, lambda name: providers[name].probes,
                       SweepPolicy(probe_timeout_s=2.0, lease_s=2.0), holder=holder)
+    # The runtime's own lease length unless the runner names one.
+    lease: dict[str, Any] = {} if lease_s is None else {"lease_s": lease_s}
     async with httpx.AsyncClient() as http:
         journal = SqlJournal(store, sealer)
         runtime = AgentRuntime(journal, ledger, RetryGate(ledger, leases),
                                script(), tools(sandbox_url, http), sweeper.reconcile,
-                               holder=holder, hook=killer(kill) if kill else no_hook,
-                               **({} if lease_s is None else {"lease_s": lease_s}))
+                               holder=holder, hook=killer(kill) if kill else no_hook, **lease)
         if lease_s is None:
             # The runner saw the previous worker die: taking its lease over is safe.
             await runtime.advance(run_id, take_over=True)
