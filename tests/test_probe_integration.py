@@ -33,7 +33,7 @@ from reconciler.ledger import Ledger
 from reconciler.ledger.sweep import Sweeper
 from reconciler.sandbox import RunningSandbox, running_sandbox
 from reconciler.sandbox.credentials import SANDBOX_ENV
-from reconciler.sandbox.faults import parse_faults
+from reconciler.sandbox.faults import holds_answer
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
@@ -82,15 +82,6 @@ PINNED = {"account": "acct_sandbox", "livemode": False}
 
 def provider_of(recipe: str) -> str:
     return PROVIDER_OF[recipe]
-
-
-def client_timeout_s(fault: str | None) -> float:
-    """The short patience only where the scenario needs the client to give up: a lost answer
-    (held past it), a provider still working (delayed past it)."""
-    if fault is None:
-        return ANSWER_WAIT_S
-    faults = parse_faults(fault)
-    return CLIENT_TIMEOUT_S if faults.lose_response or faults.delay_s > 0 else ANSWER_WAIT_S
 
 
 # --- the world: sandbox, store, clock, sweeper ---------------------------------------------
@@ -172,7 +163,8 @@ class World:
         if correlate is None:
             self.ledger.record_intent(intent)
         attempt = dispatch(self.http, self.sandbox.url, shape, intent, 1, self.now(),
-                           fault=fault, timeout_s=client_timeout_s(fault))
+                           fault=fault,
+                           timeout_s=CLIENT_TIMEOUT_S if holds_answer(fault) else ANSWER_WAIT_S)
         # A lost answer means a committed effect: on a loaded machine the client may give up
         # before the server got that far, and the effect would still be in flight, not lost.
         if settle or fault == "lose_response":

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from reconciler.core.hashing import request_hash
+from reconciler.sandbox.faults import holds_answer
 
 from sandbox_harness import (
     CHAT,
@@ -168,3 +169,11 @@ def test_invalid_body_answers_in_the_providers_error_shape_and_stores_nothing(
     assert answer.status_code == status
     assert_contains(answer.json(), error)
     assert stored(client, case.provider) == []
+
+
+@pytest.mark.parametrize(("header", "held"), [
+    (None, False), ("lose_response", True), ("delay=0.4", True),
+    ("duplicate,delay=0.1", True), ("ack_no_effect", False), ("error_after_commit", False)])
+def test_only_a_lost_or_delayed_answer_is_held_from_the_client(header: str | None,
+                                                               held: bool) -> None:
+    assert holds_answer(header) is held

@@ -29,6 +29,7 @@ from reconciler.ledger import Judgement, Ledger
 from reconciler.ledger.gate import RetryGate, RetryRequest
 from reconciler.ledger.sweep import Sweeper
 from reconciler.sandbox import RunningSandbox, running_sandbox
+from reconciler.sandbox.faults import holds_answer
 from reconciler.store.leases import SqlLeases
 from reconciler.store.schema import open_store
 from reconciler.store.sql import SqlStore
@@ -41,12 +42,11 @@ ROUNDS, ROUND_WAIT_S = 10, 0.3
 #: The agent's patience per dispatch, and how long `lose_response` holds a request (longer, so
 #: the agent times out).
 CLIENT_TIMEOUT_S, HOLD_S = 0.3, 1.0
-#: A dispatch whose fault is not meant to outlast the agent's patience waits this long for its
-#: answer: on a loaded machine an answer can take longer than CLIENT_TIMEOUT_S, and a timeout
-#: there would be another scenario (an acknowledged send read as a timed-out one).
+#: A dispatch whose fault is not meant to outlast the agent's patience (sandbox.faults.
+#: holds_answer: a lost answer, a provider still working) waits this long for its answer: on a
+#: loaded machine an answer can take longer than CLIENT_TIMEOUT_S, and a timeout there would be
+#: another scenario (an acknowledged send read as a timed-out one).
 ANSWER_WAIT_S = 30.0
-#: The faults meant to outlast the agent's patience: a lost answer, a provider still working.
-TIMING_OUT = ("lose_response", "delay")
 GRANTED, REFUSED = "retry granted", "retry refused"
 
 
@@ -118,10 +118,9 @@ class Demo:
 
     def _send(self, intent: Intent, number: int, fault: str | None) -> str:
         shape = SHAPES[intent.provider]
-        times_out = fault is not None and any(kind in fault for kind in TIMING_OUT)
         attempt = dispatch(self.http, self.sandbox.url, shape, intent, number,
                            self.ledger.clock(), fault=fault,
-                           timeout_s=CLIENT_TIMEOUT_S if times_out else ANSWER_WAIT_S)
+                           timeout_s=CLIENT_TIMEOUT_S if holds_answer(fault) else ANSWER_WAIT_S)
         if fault is not None and "lose_response" in fault:
             self._committed(intent.request_hash)
         self.ledger.record_attempt(attempt)

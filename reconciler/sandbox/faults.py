@@ -56,6 +56,16 @@ class Faults:
         return 2 if self.duplicate else 1
 
 
+def holds_answer(header: str | None) -> bool:
+    """Whether the faults in `header` keep the answer from a client for a while: it is lost
+    (held, then dropped) or delayed. A client that means to wait for the answer gives such a
+    request its short patience only where the scenario is that it gives up."""
+    if header is None:
+        return False
+    faults = parse_faults(header)
+    return faults.lose_response or faults.delay_s > 0
+
+
 def parse_faults(header: str) -> Faults:
     """`delay=0.2,error_after_commit` -> Faults; a typo is an error, not a silent no-fault."""
     flags: set[str] = set()
