@@ -73,6 +73,8 @@ LOADS = (0.25, 0.5, 0.75)
 STALL_LOAD = 0.5
 #: The overload step's offered rate, in multiples of the endpoint's capacity.
 OVERLOAD = 2.0
+#: Ids an open-loop latency run may take beyond its rate's share (requests still in flight).
+LATENCY_SPARE = 100
 #: Operations the retry checks cycle through; the same holder asks for each every time.
 RETRY_POOL = 64
 #: Requests per second no closed-loop run reaches on this machine (the attempts route answers
@@ -291,7 +293,7 @@ def floor_at_own_load(out: Outcome, sidecar: ServerProcess, endpoint: Endpoint, 
     an open loop, where the endpoint's p99 is held to 3x the floor's."""
     load = LOADS[-1]
     rate = load * capacity
-    most = math.ceil(rate * (sizes.latency_warmup_s + sizes.latency_seconds) * 1.2) + 100
+    most = ids_needed(at_rate(endpoint.floor, rate, sizes), LATENCY_SPARE)
     with step(f"{endpoint.short}: its floor alone at {load:.0%} of its own capacity "
               f"({rate:,.0f} requests/s), {rounds(sizes.latency_rounds)}"):
         kept = [measure(sidecar, at_rate(endpoint.floor, rate, sizes), endpoint.feed, most)
@@ -307,7 +309,7 @@ def latency(out: Outcome, sidecar: ServerProcess, endpoint: Endpoint, sizes: Siz
     in alternating rounds. `closed_us`: the endpoint's and its floor's CPU per request in the
     closed loop, beside which their CPU per request at this rate is printed."""
     short = endpoint.short
-    most = math.ceil(rate * (sizes.latency_warmup_s + sizes.latency_seconds) * 1.2) + 100
+    most = ids_needed(at_rate(endpoint.spec, rate, sizes), LATENCY_SPARE)
     with step(f"{short}: latency at {load:.0%} of capacity ({rate:,.0f} requests/s), "
               f"{rounds(sizes.latency_rounds)} alternating"):
         our_rounds: list[Round] = []
@@ -350,7 +352,7 @@ def overload(out: Outcome, sidecar: ServerProcess, endpoint: Endpoint, sizes: Si
     connections = 2 * Settings.model_fields["hot_queue_max"].default
     spec = replace(at_rate(endpoint.spec, rate, sizes), connections=connections,
                    duration_s=sizes.overload_seconds)
-    most = math.ceil(rate * (spec.warmup_s + spec.duration_s) * 1.2) + connections
+    most = ids_needed(spec, connections)
     with step(f"{short}: overload, {rate:,.0f} requests/s offered for "
               f"{sizes.overload_seconds:g} s"):
         tally = measure(sidecar, spec, endpoint.feed, most).tally
@@ -406,6 +408,13 @@ def refusals(out: Outcome, what: str, tallies: list[Tally]) -> None:
     if refused:
         out.figure(f"{what}: {refused:,} of {sum(t.requests for t in tallies):,} requests "
                    f"refused 503 overloaded (the figures above are the admitted requests')")
+
+
+def ids_needed(spec: Spec, spare: int) -> int:
+    """The most ids an open-loop run of `spec` takes: its rate over its warm-up and length,
+    with a fifth to spare for a late start, and `spare` more."""
+    assert spec.rate is not None
+    return math.ceil(spec.rate * (spec.warmup_s + spec.duration_s) * 1.2) + spare
 
 
 def at_rate(spec: Spec, rate: float, sizes: Sizes) -> Spec:
